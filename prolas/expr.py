@@ -69,9 +69,7 @@ class BaseKernelSpec:
 BASE_KERNELS: dict[str, BaseKernelSpec] = {
     spec.name: spec
     for spec in (
-        BaseKernelSpec(
-            "LIN", ("offset",), "(x - c)(x' - c)", False, "linear function"
-        ),
+        BaseKernelSpec("LIN", ("offset",), "(x - c)(x' - c)", False, "linear function"),
         BaseKernelSpec(
             "PER",
             ("lengthscale", "period"),
@@ -86,9 +84,7 @@ BASE_KERNELS: dict[str, BaseKernelSpec] = {
             False,
             "smooth function with multi-scale variation",
         ),
-        BaseKernelSpec(
-            "SE", ("lengthscale",), "exp(-d^2 / (2 l^2))", True, "smooth function"
-        ),
+        BaseKernelSpec("SE", ("lengthscale",), "exp(-d^2 / (2 l^2))", True, "smooth function"),
     )
 }
 
@@ -143,9 +139,7 @@ class Expression:
     @property
     def n_params(self) -> int:
         """k = sum over terms of (1 variance + shape params of its factors) + 1 noise."""
-        return (
-            sum(1 + sum(len(BASE_KERNELS[f].shape_params) for f in t) for t in self.terms) + 1
-        )
+        return sum(1 + sum(len(BASE_KERNELS[f].shape_params) for f in t) for t in self.terms) + 1
 
     @property
     def n_terms(self) -> int:

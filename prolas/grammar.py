@@ -28,11 +28,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import tomllib
 
 from prolas.errors import GrammarError
 from prolas.expr import BASE_KERNELS, Base, Expression
@@ -87,7 +87,13 @@ class Grammar:
 
         if not isinstance(data, dict):
             raise fail("", "expected a TOML table")
-        unknown = set(data) - {"name", "max_operations", "base_kernels", "operations", "description"}
+        unknown = set(data) - {
+            "name",
+            "max_operations",
+            "base_kernels",
+            "operations",
+            "description",
+        }
         if unknown:
             raise fail(sorted(unknown)[0], "unknown key")
         name = data.get("name", Path(source).stem)
@@ -218,6 +224,12 @@ class Grammar:
             raise GrammarError(f"sequence {seq}: must end in stop or reach N_max operations")
         if ends_in_stop and len(seq) % 2 != 0:
             raise GrammarError(f"sequence {seq}: stop must follow a kernel")
+        if not ends_in_stop and len(seq) % 2 != 1:
+            raise GrammarError(f"sequence {seq}: must end with a kernel")
+        if ends_in_stop and n_ops == self.max_operations:
+            raise GrammarError(
+                f"sequence {seq}: no stop after N_max={self.max_operations} operations (implicit)"
+            )
 
     def to_expression(self, seq: Sequence) -> Expression:
         """Apply the sequence left to right, S <- S op K; canonical on comparison."""

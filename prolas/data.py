@@ -1,0 +1,268 @@
+"""CSV -> Dataset: loading, validation, standardisation and the extrapolation split.
+
+Conventions (DESIGN.md): inputs are 1-D in the data's own units; y is standardised
+before fitting, ``y' = (y - mean) / std`` with ``ddof = 0``.
+
+Column choice when ``x``/``y`` are not named: the first two numeric columns; a single
+numeric column is y with ``x = 0..N-1``; a date/datetime column becomes x in decimal
+years (``2001-07-02`` -> 2001.5).
+
+>>> ds = Dataset.from_arrays([0.0, 1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 5.0, 4.0])
+>>> round(float(ds.y_standardised.mean()), 12), ds.n
+(0.0, 5)
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from prolas.errors import DataError
+
+__all__ = ["Dataset", "load_csv", "extrapolation_split", "MIN_POINTS"]
+
+#: Fewer points than this cannot support a kernel search.
+MIN_POINTS = 5
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """A 1-D regression data set, sorted by x.
+
+    Attributes:
+        x: inputs in the data's own units, shape ``(n,)``, float64, sorted.
+        y: outputs in original units, shape ``(n,)``, float64.
+        y_mean, y_std: standardisation constants (``ddof = 0``).
+        path, x_column, y_column: provenance (for result.json).
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    y_mean: float
+    y_std: float
+    path: str = "<memory>"
+    x_column: str = "x"
+    y_column: str = "y"
+    name: str = field(default="data")
+
+    @classmethod
+    def from_arrays(
+        cls,
+        x: np.ndarray | list[float],
+        y: np.ndarray | list[float],
+        *,
+        name: str = "data",
+        path: str = "<memory>",
+        x_column: str = "x",
+        y_column: str = "y",
+    ) -> Dataset:
+        """Validate, sort by x and compute the standardisation constants."""
+        x = np.asarray(x, dtype=np.float64).reshape(-1)
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        if x.shape != y.shape:
+            raise DataError(f"{path}: x has {x.size} values but y has {y.size}")
+        for label, v in ((x_column, x), (y_column, y)):
+            bad = ~np.isfinite(v)
+            if bad.any():
+                rows = ", ".join(str(i + 2) for i in np.flatnonzero(bad)[:5])
+                more = " ..." if bad.sum() > 5 else ""
+                raise DataError(
+                    f"{path}: column {label!r} has {int(bad.sum())} NaN/inf value(s) "
+                    f"(CSV line {rows}{more}); fix them or pass --dropna"
+                )
+        if x.size < MIN_POINTS:
+            raise DataError(f"{path}: {x.size} data points; at least {MIN_POINTS} are needed")
+        std = float(y.std())  # ddof = 0 (DESIGN.md)
+        if not std > 0 or std < 1e-12 * max(1.0, float(np.abs(y).max())):
+            raise DataError(f"{path}: column {y_column!r} is constant; nothing to model")
+        if np.ptp(x) <= 0:
+            raise DataError(f"{path}: column {x_column!r} is constant; need distinct inputs")
+        order = np.argsort(x, kind="stable")
+        x, y = x[order], y[order]
+        n_dup = x.size - np.unique(x).size
+        if n_dup:
+            warnings.warn(
+                f"{path}: {n_dup} duplicate x value(s); they are fitted as repeated observations",
+                stacklevel=2,
+            )
+        x.setflags(write=False)
+        y.setflags(write=False)
+        return cls(x, y, float(y.mean()), std, path, x_column, y_column, name)
+
+    # --- derived quantities ------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return int(self.x.size)
+
+    @property
+    def y_standardised(self) -> np.ndarray:
+        """``(y - mean) / std``, shape ``(n,)``."""
+        return (self.y - self.y_mean) / self.y_std
+
+    @property
+    def span(self) -> float:
+        return float(self.x[-1] - self.x[0])
+
+    @property
+    def spacing(self) -> float:
+        """Median spacing Δ of the sorted distinct inputs (PER's period floor is 2Δ)."""
+        return float(np.median(np.diff(np.unique(self.x))))
+
+    def standardise(self, y: np.ndarray) -> np.ndarray:
+        return (np.asarray(y, dtype=np.float64) - self.y_mean) / self.y_std
+
+    def unstandardise(self, y: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`standardise` for means (variances scale by ``y_std**2``)."""
+        return np.asarray(y, dtype=np.float64) * self.y_std + self.y_mean
+
+    def subset(self, mask: np.ndarray, name: str | None = None) -> Dataset:
+        return Dataset.from_arrays(
+            self.x[mask],
+            self.y[mask],
+            name=name or self.name,
+            path=self.path,
+            x_column=self.x_column,
+            y_column=self.y_column,
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path,
+            "x_column": self.x_column,
+            "y_column": self.y_column,
+            "n": self.n,
+            "y_mean": self.y_mean,
+            "y_std": self.y_std,
+        }
+
+
+def _decimal_years(values: pd.Series) -> np.ndarray:
+    """Datetimes -> decimal years (start of year + fraction of the year elapsed)."""
+    dt = pd.to_datetime(values)
+    start = pd.to_datetime(dt.dt.year.astype(str) + "-01-01")
+    end = pd.to_datetime((dt.dt.year + 1).astype(str) + "-01-01")
+    frac = (dt - start) / (end - start)
+    return (dt.dt.year + frac).to_numpy(dtype=np.float64)
+
+
+def _as_numeric(df: pd.DataFrame, col: str, path: str) -> tuple[np.ndarray, bool]:
+    """A column as float64; dates become decimal years. Returns (values, was_date)."""
+    s = df[col]
+    if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
+        return s.to_numpy(dtype=np.float64), False
+    if pd.api.types.is_datetime64_any_dtype(s) or _looks_like_dates(s):
+        return _decimal_years(s), True
+    converted = pd.to_numeric(s, errors="coerce")
+    bad = converted.isna() & s.notna()
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DataError(f"{path}: column {col!r} is not numeric (CSV line {i + 2}: {s.iloc[i]!r})")
+    return converted.to_numpy(dtype=np.float64), False
+
+
+def _looks_like_dates(s: pd.Series) -> bool:
+    if s.dtype != object and not pd.api.types.is_string_dtype(s):
+        return False
+    sample = s.dropna().astype(str).head(20)
+    if sample.empty or sample.str.fullmatch(r"\s*[-+]?[\d.eE+-]+\s*").all():
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parsed = pd.to_datetime(sample, errors="coerce")
+    return bool(parsed.notna().all())
+
+
+def load_csv(
+    path: str | Path,
+    x: str | None = None,
+    y: str | None = None,
+    *,
+    dropna: bool = False,
+    name: str | None = None,
+) -> Dataset:
+    """Load a CSV file into a :class:`Dataset`.
+
+    Args:
+        path: CSV file with a header row.
+        x, y: column names; by default the first two numeric (or date) columns, or a
+            single column as y with ``x = 0..N-1``.
+        dropna: drop rows whose x or y is NaN/inf (reported with a warning) instead
+            of failing.
+
+    Raises:
+        DataError: missing/unreadable file, absent column (lists those present), no
+            numeric column, NaN/inf values, fewer than 5 points, constant y.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"{p}: file not found")
+    if p.is_dir():
+        raise DataError(f"{p}: is a directory, expected a CSV file")
+    try:
+        df = pd.read_csv(p)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{p}: cannot read as CSV ({msg})") from None
+    if df.empty or df.shape[1] == 0:
+        raise DataError(f"{p}: no data rows")
+    df.columns = [str(c).strip() for c in df.columns]
+    present = ", ".join(repr(c) for c in df.columns)
+    for label, col in (("--x", x), ("--y", y)):
+        if col is not None and col not in df.columns:
+            raise DataError(f"{p}: column {col!r} ({label}) not found; columns are {present}")
+
+    usable = []
+    for c in df.columns:
+        s = df[c]
+        numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+        if numeric or pd.api.types.is_datetime64_any_dtype(s) or _looks_like_dates(s):
+            usable.append(c)
+    if x is None and y is None:
+        if not usable:
+            raise DataError(f"{p}: no numeric column found (columns are {present})")
+        if len(usable) == 1:
+            y = usable[0]
+        else:
+            x, y = usable[0], usable[1]
+    elif y is None:
+        rest = [c for c in usable if c != x]
+        if not rest:
+            raise DataError(f"{p}: no numeric column for y besides {x!r} (columns: {present})")
+        y = rest[0]
+    elif x is None:
+        rest = [c for c in usable if c != y]
+        x = rest[0] if rest else None
+
+    yv, y_is_date = _as_numeric(df, y, str(p))
+    if y_is_date:
+        raise DataError(f"{p}: column {y!r} holds dates; y must be numeric (use --y)")
+    if x is None:
+        xv = np.arange(len(df), dtype=np.float64)
+        x_col = "index"
+    else:
+        xv, _ = _as_numeric(df, x, str(p))
+        x_col = x
+    if dropna:
+        keep = np.isfinite(xv) & np.isfinite(yv)
+        if not keep.all():
+            warnings.warn(
+                f"{p}: dropped {int((~keep).sum())} row(s) with NaN/inf values", stacklevel=2
+            )
+            xv, yv = xv[keep], yv[keep]
+    return Dataset.from_arrays(
+        xv, yv, name=name or p.stem, path=str(path), x_column=x_col, y_column=y
+    )
+
+
+def extrapolation_split(dataset: Dataset, fraction: float = 0.9) -> tuple[Dataset, Dataset]:
+    """Cut on the time range at ``min + fraction * (max - min)``: train is x <= cut."""
+    cut = dataset.x[0] + fraction * dataset.span
+    train = dataset.x <= cut
+    return (
+        dataset.subset(train, name=f"{dataset.name}_train"),
+        dataset.subset(~train, name=f"{dataset.name}_test"),
+    )
