@@ -164,11 +164,31 @@ def _as_numeric(df: pd.DataFrame, col: str, path: str) -> tuple[np.ndarray, bool
     return converted.to_numpy(dtype=np.float64), False
 
 
+_NUMBER = r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
+
+
+def _mostly_numeric(s: pd.Series) -> bool:
+    """A text column whose values are mostly numbers (a few stray strings).
+
+    Such a column is meant to be numeric: it is selected like one, and
+    :func:`_as_numeric` then names the offending value instead of the column being
+    silently skipped.
+    """
+    if s.dtype != object and not pd.api.types.is_string_dtype(s):
+        return False
+    values = s.dropna()
+    if values.empty:
+        return False
+    return bool(pd.to_numeric(values, errors="coerce").notna().mean() >= 0.5)
+
+
 def _looks_like_dates(s: pd.Series) -> bool:
     if s.dtype != object and not pd.api.types.is_string_dtype(s):
         return False
     sample = s.dropna().astype(str).head(20)
-    if sample.empty or sample.str.fullmatch(r"\s*[-+]?[\d.eE+-]+\s*").all():
+    # plain numbers are not dates (a character class such as [\d.eE+-]+ would also
+    # match "2001-07-02", so spell the number out)
+    if sample.empty or sample.str.fullmatch(_NUMBER).all():
         return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -219,7 +239,12 @@ def load_csv(
     for c in df.columns:
         s = df[c]
         numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
-        if numeric or pd.api.types.is_datetime64_any_dtype(s) or _looks_like_dates(s):
+        if (
+            numeric
+            or pd.api.types.is_datetime64_any_dtype(s)
+            or _looks_like_dates(s)
+            or _mostly_numeric(s)
+        ):
             usable.append(c)
     if x is None and y is None:
         if not usable:
