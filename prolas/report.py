@@ -1,0 +1,760 @@
+"""Everything written after a search: result.json, report.md, plots, words.
+
+* :func:`result_to_json` builds the result.json document exactly per DESIGN.md and
+  :func:`validate_result_json` checks one (keys, types, history indices, failed
+  entries, BIC consistency, canonical term/factor order, k). Non-finite numbers are
+  written as ``null`` so ``json.dumps(..., allow_nan=False)`` always succeeds.
+* :func:`test_metrics` scores the best model on held-out data in y's original units:
+
+      RMSE = sqrt(mean_i (y_i - m_i)^2),
+      MLPD = mean_i log N(y_i | m_i, v_i),
+
+  where ``m_i, v_i`` are :func:`prolas.gp.predict`'s mean and variance *including
+  the noise* (original units).
+* :func:`describe_fit` says each additive term in words, in the spirit of the
+  Automatic Statistician (Lloyd et al. 2014), with its share of the variance of the
+  fitted mean: for term t with posterior mean ``m_t`` on the data inputs,
+  ``share_t = Var_i(m_t(x_i)) / sum_s Var_i(m_s(x_i))``.
+* :func:`write_report` writes result.json, report.md, fit.png, components.png and
+  convergence.png; :func:`summary_table` is the CLI's final text table.
+
+>>> from prolas.search.evaluator import Evaluation, SearchResult
+>>> h = [Evaluation(1, "SE", "ok", -35.0, -27.5, 3, 0.4, None)]
+>>> print(summary_table(SearchResult("cks", 0, 10, h, 1.0), None).splitlines()[0].split())
+['rank', 'expression', 'BIC', 'log-lik', 'k', 'seconds']
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prolas import __version__
+from prolas.data import Dataset
+from prolas.errors import ExpressionError
+from prolas.expr import BASE_KERNELS, parse
+from prolas.gp import FitResult, decompose, predict
+from prolas.search.evaluator import Evaluation, SearchResult
+
+__all__ = [
+    "result_to_json",
+    "validate_result_json",
+    "test_metrics",
+    "describe_fit",
+    "write_report",
+    "summary_table",
+    "EXTRAPOLATE",
+]
+
+#: Plots extend this fraction of the data span beyond the last input.
+EXTRAPOLATE = 0.2
+
+_TOP_KEYS = ("prolas_version", "data", "search", "best", "history")
+_DATA_KEYS = ("path", "x_column", "y_column", "n", "y_mean", "y_std")
+_SEARCH_KEYS = ("method", "seed", "budget", "evaluations", "wall_seconds", "checkpoint")
+_BEST_KEYS = ("expression", "log_likelihood", "n_params", "bic", "terms", "noise_variance")
+_HISTORY_KEYS = (
+    "index",
+    "expression",
+    "status",
+    "bic",
+    "log_likelihood",
+    "n_params",
+    "seconds",
+    "error",
+)
+_TEST_KEYS = ("path", "n", "rmse", "mean_log_predictive_density")
+
+
+# --- result.json --------------------------------------------------------------------
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-safe copy: numpy scalars -> Python, non-finite floats -> None, tuples -> lists."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    return obj
+
+
+def _history_entry(e: Evaluation) -> dict:
+    d = _clean(e.to_json())
+    if d["status"] == "ok" and d["bic"] is None:
+        # an "ok" fit with a non-finite score cannot be ranked: record it as failed
+        d["status"] = "failed"
+        d["error"] = d["error"] or "non-finite BIC"
+    if d["status"] != "ok":
+        d["bic"] = None
+        d["error"] = d["error"] or "failed (no reason recorded)"
+    return d
+
+
+def result_to_json(
+    dataset: Dataset,
+    result: SearchResult,
+    best: FitResult | None,
+    *,
+    method: str,
+    seed: int,
+    budget: int,
+    checkpoint: str | None = None,
+    test: dict | None = None,
+) -> dict:
+    """The result.json document (DESIGN.md) of a finished search.
+
+    Args:
+        dataset: the data the search was fitted on (its ``to_json()`` is the data block).
+        result: the search's :class:`SearchResult` (its history, in index order).
+        best: the best fitted model (``None`` only if every evaluation failed).
+        method, seed, budget, checkpoint: the search block.
+        test: optional test block from :func:`test_metrics`.
+    Returns:
+        A dict that ``json.dumps(..., allow_nan=False)`` accepts.
+    """
+    doc = {
+        "prolas_version": __version__,
+        "data": _clean(dataset.to_json()),
+        "search": {
+            "method": str(method),
+            "seed": int(seed),
+            "budget": int(budget),
+            "evaluations": len(result.history),
+            "wall_seconds": _clean(round(float(result.wall_seconds), 3)),
+            "checkpoint": checkpoint,
+        },
+        "best": _clean(best.to_json()) if best is not None and best.ok else None,
+        "history": [_history_entry(e) for e in result.history],
+    }
+    if test is not None:
+        doc["test"] = _clean({k: test[k] for k in _TEST_KEYS})
+    return doc
+
+
+def _fail(where: str, message: str) -> None:
+    raise ValueError(f"result.json: {where}: {message}")
+
+
+def _check_keys(d: Any, keys: Iterable[str], where: str) -> None:
+    if not isinstance(d, dict):
+        _fail(where, f"expected an object, got {type(d).__name__}")
+    keys = tuple(keys)
+    missing = [k for k in keys if k not in d]
+    if missing:
+        _fail(where, f"missing key {missing[0]!r}")
+    extra = sorted(set(d) - set(keys))
+    if extra:
+        _fail(where, f"unexpected key {extra[0]!r}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check(cond: bool, where: str, message: str) -> None:
+    if not cond:
+        _fail(where, message)
+
+
+def _canonical(expr: Any, where: str):
+    _check(isinstance(expr, str), where, "expression must be a string")
+    try:
+        e = parse(expr)
+    except ExpressionError as exc:
+        _fail(where, str(exc))
+    _check(str(e) == expr, where, f"{expr!r} is not canonical (expected {str(e)!r})")
+    return e
+
+
+def _validate_best(best: dict, n: int) -> None:
+    _check_keys(best, _BEST_KEYS, "best")
+    e = _canonical(best["expression"], "best.expression")
+    for key in ("log_likelihood", "bic", "noise_variance"):
+        _check(_is_num(best[key]), f"best.{key}", f"expected a finite number, got {best[key]!r}")
+    _check(best["noise_variance"] > 0, "best.noise_variance", "must be positive")
+    _check(_is_int(best["n_params"]), "best.n_params", "expected an integer")
+    _check(
+        best["n_params"] == e.n_params,
+        "best.n_params",
+        f"{best['n_params']} but {best['expression']!r} has k = {e.n_params}",
+    )
+    expected = best["log_likelihood"] - 0.5 * best["n_params"] * math.log(n)
+    _check(
+        abs(best["bic"] - expected) <= 1e-6 * max(1.0, abs(expected)),
+        "best.bic",
+        f"{best['bic']} != log_likelihood - k/2 ln N = {expected}",
+    )
+    terms = best["terms"]
+    _check(isinstance(terms, list), "best.terms", "expected a list")
+    _check(
+        len(terms) == len(e.terms),
+        "best.terms",
+        f"{len(terms)} terms but {best['expression']!r} has {len(e.terms)}",
+    )
+    for i, (term, names) in enumerate(zip(terms, e.terms)):
+        where = f"best.terms[{i}]"
+        _check_keys(term, ("variance", "factors"), where)
+        _check(_is_num(term["variance"]) and term["variance"] >= 0, where, "bad variance")
+        factors = term["factors"]
+        _check(isinstance(factors, list), f"{where}.factors", "expected a list")
+        got = tuple(f.get("kernel") if isinstance(f, dict) else None for f in factors)
+        _check(got == names, f"{where}.factors", f"kernels {got} but canonical order is {names}")
+        for j, (f, name) in enumerate(zip(factors, names)):
+            fw = f"{where}.factors[{j}]"
+            _check_keys(f, ("kernel", *BASE_KERNELS[name].shape_params), fw)
+            for p in BASE_KERNELS[name].shape_params:
+                _check(_is_num(f[p]), f"{fw}.{p}", f"expected a finite number, got {f[p]!r}")
+                if p != "offset":
+                    _check(f[p] > 0, f"{fw}.{p}", "must be positive")
+
+
+def validate_result_json(d: dict) -> None:
+    """Check a result.json document against DESIGN.md; ``ValueError`` names the first violation.
+
+    Checked: exact keys of every block; types; ``search.evaluations == len(history)``;
+    history indices are exactly 1..n in order, expressions canonical and distinct,
+    ``n_params`` equal to the expression's k; ``ok`` entries have finite bic and
+    log-likelihood and a null error; failed entries have a null bic and an error
+    string; ``best.bic`` is the maximum ok BIC of the history (within 1e-9) and
+    equals ``log_likelihood - k/2 ln N``; ``best.terms`` follow the canonical term
+    order and, inside, the canonical factor order, each factor with exactly its
+    kernel's shape parameters; the optional test block.
+    """
+    _check_keys(d, _TOP_KEYS + (("test",) if isinstance(d, dict) and "test" in d else ()), "top")
+    _check(isinstance(d["prolas_version"], str), "prolas_version", "expected a string")
+
+    data = d["data"]
+    _check_keys(data, _DATA_KEYS, "data")
+    for key in ("path", "x_column", "y_column"):
+        _check(isinstance(data[key], str), f"data.{key}", "expected a string")
+    _check(_is_int(data["n"]) and data["n"] >= 1, "data.n", "expected a positive integer")
+    _check(_is_num(data["y_mean"]), "data.y_mean", "expected a finite number")
+    _check(_is_num(data["y_std"]) and data["y_std"] > 0, "data.y_std", "expected a positive number")
+
+    search = d["search"]
+    _check_keys(search, _SEARCH_KEYS, "search")
+    _check(isinstance(search["method"], str), "search.method", "expected a string")
+    _check(_is_int(search["seed"]), "search.seed", "expected an integer")
+    _check(_is_int(search["budget"]) and search["budget"] >= 1, "search.budget", "expected >= 1")
+    _check(_is_int(search["evaluations"]), "search.evaluations", "expected an integer")
+    _check(
+        _is_num(search["wall_seconds"]) and search["wall_seconds"] >= 0,
+        "search.wall_seconds",
+        "expected a non-negative number",
+    )
+    _check(
+        search["checkpoint"] is None or isinstance(search["checkpoint"], str),
+        "search.checkpoint",
+        "expected a string or null",
+    )
+
+    history = d["history"]
+    _check(isinstance(history, list), "history", "expected a list")
+    _check(
+        search["evaluations"] == len(history),
+        "search.evaluations",
+        f"{search['evaluations']} but history has {len(history)} entries",
+    )
+    _check(
+        len(history) <= search["budget"],
+        "history",
+        f"{len(history)} evaluations exceed the budget of {search['budget']}",
+    )
+    seen: set[str] = set()
+    best_ok = -math.inf
+    for i, h in enumerate(history):
+        where = f"history[{i}]"
+        _check_keys(h, _HISTORY_KEYS, where)
+        _check(_is_int(h["index"]) and h["index"] == i + 1, f"{where}.index", "not 1..n in order")
+        e = _canonical(h["expression"], f"{where}.expression")
+        _check(h["expression"] not in seen, f"{where}.expression", "repeated expression")
+        seen.add(h["expression"])
+        _check(
+            _is_int(h["n_params"]) and h["n_params"] == e.n_params,
+            f"{where}.n_params",
+            f"{h['n_params']!r} but k = {e.n_params}",
+        )
+        _check(_is_num(h["seconds"]) and h["seconds"] >= 0, f"{where}.seconds", "bad seconds")
+        if h["status"] == "ok":
+            _check(_is_num(h["bic"]), f"{where}.bic", "an ok entry needs a finite bic")
+            _check(_is_num(h["log_likelihood"]), f"{where}.log_likelihood", "needs a number")
+            _check(h["error"] is None, f"{where}.error", "an ok entry has error null")
+            best_ok = max(best_ok, h["bic"])
+        elif h["status"] == "failed":
+            _check(h["bic"] is None, f"{where}.bic", "a failed entry must have bic null")
+            _check(
+                isinstance(h["error"], str) and h["error"].strip() != "",
+                f"{where}.error",
+                "a failed entry needs an error string",
+            )
+        else:
+            _fail(f"{where}.status", f"expected 'ok' or 'failed', got {h['status']!r}")
+
+    best = d["best"]
+    if best is None:
+        _check(best_ok == -math.inf, "best", "null although the history has ok entries")
+    else:
+        _validate_best(best, data["n"])
+        _check(
+            abs(best["bic"] - best_ok) <= 1e-9 * max(1.0, abs(best_ok)),
+            "best.bic",
+            f"{best['bic']} is not the best ok BIC of the history ({best_ok})",
+        )
+
+    if "test" in d:
+        test = d["test"]
+        _check_keys(test, _TEST_KEYS, "test")
+        _check(isinstance(test["path"], str), "test.path", "expected a string")
+        _check(_is_int(test["n"]) and test["n"] >= 1, "test.n", "expected a positive integer")
+        _check(_is_num(test["rmse"]) and test["rmse"] >= 0, "test.rmse", "expected >= 0")
+        mlpd = test["mean_log_predictive_density"]
+        _check(mlpd is None or _is_num(mlpd), "test.mean_log_predictive_density", "bad value")
+
+
+# --- held-out metrics -----------------------------------------------------------------
+
+
+def test_metrics(fit: FitResult, train: Dataset, test: Dataset) -> dict:
+    """RMSE and mean log predictive density of ``fit`` (fitted on ``train``) on ``test``.
+
+    Both in y's original units; the predictive distribution of ``y_i`` is
+    ``N(m_i, v_i)`` with ``(m, v) = predict(fit, train, test.x, include_noise=True)``.
+    Returns the result.json test block ``{path, n, rmse, mean_log_predictive_density}``.
+    """
+    mean, var = predict(fit, train, test.x, include_noise=True)
+    resid = test.y - mean
+    rmse = float(np.sqrt(np.mean(resid**2)))
+    var = np.maximum(var, np.finfo(np.float64).tiny)
+    lpd = -0.5 * (np.log(2 * np.pi * var) + resid**2 / var)
+    return {
+        "path": test.path,
+        "n": test.n,
+        "rmse": rmse,
+        "mean_log_predictive_density": float(np.mean(lpd)),
+    }
+
+
+# pytest would otherwise collect ``test_metrics`` wherever it is imported into a test module
+test_metrics.__test__ = False
+
+
+# --- words ------------------------------------------------------------------------------
+
+
+def _in_years(dataset: Dataset) -> bool:
+    """x looks like calendar years (every input between 1000 and 3000)."""
+    return bool(dataset.x[0] >= 1000 and dataset.x[-1] <= 3000)
+
+
+def _length(v: float, years: bool) -> str:
+    """A length on the x axis in words: ``'1.00 years (12.0 months)'`` or ``'2.5 (x units)'``."""
+    if years:
+        text = f"{v:.2f} year" + ("" if f"{v:.2f}" == "1.00" else "s")
+        if v < 2:
+            text += f" ({12 * v:.1f} months)"
+        return text
+    return f"{v:.3g} (x units)"
+
+
+def _term_shares(fit: FitResult, dataset: Dataset) -> tuple[list[float], list[np.ndarray]]:
+    """Share of the variance of the fitted mean per term, and each term's mean on x."""
+    parts = decompose(fit, dataset, dataset.x)
+    means = [m for _, m, _ in parts]
+    v = np.array([float(np.var(m)) for m in means])
+    total = float(v.sum())
+    shares = (v / total).tolist() if total > 0 else [0.0] * len(v)
+    return shares, means
+
+
+def _describe_term(term, mean_on_x: np.ndarray, dataset: Dataset, years: bool) -> str:
+    """One sentence (without the share) for a product term."""
+    by: dict[str, list] = {}
+    for f in term.factors:
+        by.setdefault(f.kernel, []).append(f.params)
+    lins, pers, ses, rqs = (by.get(k, []) for k in ("LIN", "PER", "SE", "RQ"))
+    mods: list[str] = []
+
+    if pers:
+        if len(pers) == 1:
+            p = pers[0]
+            core = (
+                f"A periodic component with period {_length(p['period'], years)}, "
+                f"shape lengthscale {p['lengthscale']:.2f}"
+                + (" (close to a sinusoid)" if p["lengthscale"] > 2 else "")
+            )
+        else:
+            periods = ", ".join(_length(p["period"], years) for p in pers)
+            core = f"A product of {len(pers)} periodic components with periods {periods}"
+        for s in ses:
+            mods.append(
+                f"whose shape changes smoothly over ~{_length(s['lengthscale'], years)} (SE factor)"
+            )
+        for r in rqs:
+            mods.append(
+                f"whose shape changes at multiple scales around "
+                f"~{_length(r['lengthscale'], years)} (RQ factor, alpha {r['alpha']:.2g})"
+            )
+    elif rqs:
+        r = rqs[0]
+        core = (
+            f"Smooth variation at multiple scales (RQ lengthscale "
+            f"{_length(r['lengthscale'], years)}, alpha {r['alpha']:.2g})"
+        )
+        for r2 in rqs[1:]:
+            mods.append(f"modulated by a multi-scale factor (lengthscale {r2['lengthscale']:.3g})")
+        for s in ses:
+            mods.append(f"within an envelope over ~{_length(s['lengthscale'], years)} (SE factor)")
+    elif ses:
+        core = f"A smooth trend with lengthscale {_length(ses[0]['lengthscale'], years)}"
+    else:  # only LIN factors
+        slope = float(np.polyfit(dataset.x, mean_on_x, 1)[0]) if len(mean_on_x) > 1 else 0.0
+        direction = "rising" if slope > 0 else "falling"
+        if len(lins) == 1:
+            core = f"A linear trend ({direction}, about {slope:.3g} y units per x unit)"
+        else:
+            core = f"A polynomial trend of degree {len(lins)}"
+        return core
+
+    if lins:
+        offsets = ", ".join(f"{lp['offset']:.4g}" for lp in lins)
+        if len(lins) == 1:
+            mods.insert(0, f"whose amplitude grows linearly away from x = {offsets} (LIN factor)")
+        else:
+            mods.insert(
+                0,
+                f"whose amplitude grows as a polynomial of degree {len(lins)} "
+                f"(LIN factors, offsets {offsets})",
+            )
+    return core + (", " + " and ".join(mods) if mods else "")
+
+
+def describe_fit(fit: FitResult, dataset: Dataset) -> list[str]:
+    """One plain-language sentence per additive term, then one on the noise.
+
+    Lengths are in x's units, said as years (and months) when x looks like calendar
+    years. Each term sentence ends with its share of the variance of the fitted mean
+    (see the module docstring); the noise sentence gives its standard deviation in
+    y's original units.
+    """
+    if not fit.ok:
+        return [f"The fit of {fit.expression} failed: {fit.error}"]
+    years = _in_years(dataset)
+    shares, means = _term_shares(fit, dataset)
+    out = []
+    for term, share, m in zip(fit.terms, shares, means):
+        sentence = _describe_term(term, m, dataset, years)
+        out.append(f"{sentence}; it explains {100 * share:.1f}% of the fitted mean's variance.")
+    sd = math.sqrt(fit.noise_variance) * dataset.y_std
+    out.append(
+        f"Observation noise with standard deviation {sd:.3g} {dataset.y_column} units "
+        f"({math.sqrt(fit.noise_variance):.3g} of y's standard deviation)."
+    )
+    return out
+
+
+# --- tables -------------------------------------------------------------------------------
+
+
+def _ranked(result: SearchResult) -> list[Evaluation]:
+    ok = [e for e in result.history if e.ok]
+    return sorted(ok, key=lambda e: (-e.bic, e.index))
+
+
+def summary_table(result: SearchResult, best_fit: FitResult | None, top: int = 5) -> str:
+    """Compact text table of the ``top`` evaluations by BIC (rank, expression, BIC,
+    log-lik, k, seconds), followed by a one-line count of evaluations and failures."""
+    rows = [("rank", "expression", "BIC", "log-lik", "k", "seconds")]
+    for rank, e in enumerate(_ranked(result)[:top], 1):
+        rows.append(
+            (
+                str(rank),
+                e.expression,
+                f"{e.bic:.2f}",
+                f"{e.log_likelihood:.2f}" if e.log_likelihood is not None else "-",
+                str(e.n_params),
+                f"{e.seconds:.2f}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for r in rows:
+        cells = [r[0].rjust(widths[0]), r[1].ljust(widths[1])]
+        cells += [c.rjust(w) for c, w in zip(r[2:], widths[2:])]
+        lines.append("  ".join(cells).rstrip())
+    failed = sum(not e.ok for e in result.history)
+    lines.append(
+        f"{len(result.history)} evaluations ({failed} failed) in {result.wall_seconds:.1f} s"
+    )
+    if best_fit is not None and best_fit.ok:
+        lines.append(f"best: {best_fit.expression}  BIC {best_fit.bic:.2f}")
+    return "\n".join(lines)
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _report_markdown(
+    dataset: Dataset,
+    result: SearchResult,
+    best_fit: FitResult | None,
+    doc: dict,
+    top: int,
+    test: dict | None,
+    plots: list[str],
+) -> str:
+    s = doc["search"]
+    lines = [
+        f"# prolas report: {dataset.name}",
+        "",
+        f"- data: `{dataset.path}`, {dataset.n} points, x = `{dataset.x_column}` "
+        f"({dataset.x[0]:.6g} to {dataset.x[-1]:.6g}), y = `{dataset.y_column}` "
+        f"(mean {dataset.y_mean:.4g}, std {dataset.y_std:.4g})",
+        f"- search: {s['method']}, seed {s['seed']}, {s['evaluations']} of {s['budget']} "
+        f"evaluations, {s['wall_seconds']:.1f} s"
+        + (f", checkpoint `{s['checkpoint']}`" if s["checkpoint"] else ""),
+        f"- prolas {doc['prolas_version']}",
+        "",
+        "## Best model",
+        "",
+    ]
+    if best_fit is None or not best_fit.ok:
+        lines += ["No evaluation succeeded; see the failed evaluations below.", ""]
+    else:
+        lines += [
+            f"`{best_fit.expression}`: BIC {best_fit.bic:.2f}, log-likelihood "
+            f"{best_fit.log_likelihood:.2f} nats, k = {best_fit.n_params}, "
+            f"noise variance {best_fit.noise_variance:.4g} (standardised y).",
+            "",
+            "### In words",
+            "",
+        ]
+        lines += [f"{i}. {t}" for i, t in enumerate(describe_fit(best_fit, dataset), 1)]
+        lines += [
+            "",
+            "### Hyperparameters",
+            "",
+            "Variances are for standardised y; lengths, periods and offsets in x's units.",
+            "",
+            "| term | variance | factor | parameters |",
+            "|---|---|---|---|",
+        ]
+        for i, term in enumerate(best_fit.terms, 1):
+            for j, f in enumerate(term.factors):
+                params = ", ".join(f"{k} {v:.4g}" for k, v in f.params.items()) or "-"
+                lines.append(
+                    f"| {i if j == 0 else ''} | {f'{term.variance:.4g}' if j == 0 else ''} "
+                    f"| {f.kernel} | {params} |"
+                )
+    lines += [
+        "",
+        f"## Top {top} models by BIC",
+        "",
+        "| rank | expression | BIC | log-likelihood | k | seconds | evaluation |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for rank, e in enumerate(_ranked(result)[:top], 1):
+        lines.append(
+            f"| {rank} | `{e.expression}` | {e.bic:.2f} | {e.log_likelihood:.2f} | "
+            f"{e.n_params} | {e.seconds:.2f} | {e.index} |"
+        )
+    failed = [e for e in result.history if not e.ok]
+    lines += ["", "## Failed evaluations", ""]
+    if failed:
+        lines += [f"- #{e.index} `{e.expression}`: {_md_cell(e.error or 'failed')}" for e in failed]
+    else:
+        lines.append("None.")
+    if test is not None:
+        lines += [
+            "",
+            "## Test set",
+            "",
+            f"`{test['path']}`, {test['n']} points: RMSE {test['rmse']:.4g} "
+            f"({dataset.y_column} units), mean log predictive density "
+            f"{test['mean_log_predictive_density']:.4g} nats per point.",
+        ]
+    if plots:
+        lines += ["", "## Plots", ""]
+        lines += [f"![{Path(p).stem}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+# --- plots ----------------------------------------------------------------------------------
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _plot_grid(dataset: Dataset, test_dataset: Dataset | None, n: int = 400) -> np.ndarray:
+    lo, hi = dataset.x[0], dataset.x[-1] + EXTRAPOLATE * dataset.span
+    if test_dataset is not None:
+        lo, hi = min(lo, test_dataset.x[0]), max(hi, test_dataset.x[-1])
+    return np.linspace(lo, hi, n)
+
+
+def plot_fit(
+    path: Path, fit: FitResult, dataset: Dataset, test_dataset: Dataset | None = None
+) -> Path:
+    """Data, posterior mean and 95 % predictive band (noise included), extrapolated
+    ``EXTRAPOLATE`` of the span beyond the data; test points if given."""
+    plt = _pyplot()
+    xs = _plot_grid(dataset, test_dataset)
+    mean, var = predict(fit, dataset, xs, include_noise=True)
+    sd = np.sqrt(var)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ax.fill_between(
+        xs, mean - 1.96 * sd, mean + 1.96 * sd, color="C0", alpha=0.2, label="95% predictive band"
+    )
+    ax.plot(xs, mean, color="C0", lw=1.5, label="posterior mean")
+    ax.plot(dataset.x, dataset.y, "k.", ms=3, label="data")
+    if test_dataset is not None:
+        ax.plot(test_dataset.x, test_dataset.y, "o", color="C3", ms=3, mfc="none", label="test")
+    ax.axvline(dataset.x[-1], color="0.6", ls="--", lw=0.8)
+    ax.set_xlabel(dataset.x_column)
+    ax.set_ylabel(dataset.y_column)
+    ax.set_title(f"{fit.expression}   (BIC {fit.bic:.2f})")
+    ax.legend(loc="best", fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_components(path: Path, fit: FitResult, dataset: Dataset) -> Path:
+    """One panel per additive term: its posterior mean ± 2 sd (y units, without the
+    data mean) on the data range plus ``EXTRAPOLATE`` of the span."""
+    plt = _pyplot()
+    xs = _plot_grid(dataset, None)
+    parts = decompose(fit, dataset, xs)
+    shares, _ = _term_shares(fit, dataset)
+    fig, axes = plt.subplots(
+        len(parts), 1, figsize=(9, 2.4 * len(parts) + 0.4), sharex=True, squeeze=False
+    )
+    for ax, (label, mean, var), share in zip(axes[:, 0], parts, shares):
+        sd = np.sqrt(var)
+        ax.fill_between(xs, mean - 2 * sd, mean + 2 * sd, color="C1", alpha=0.25)
+        ax.plot(xs, mean, color="C1", lw=1.3)
+        ax.axvline(dataset.x[-1], color="0.6", ls="--", lw=0.8)
+        ax.set_title(f"{label}  ({100 * share:.1f}% of the fitted variance)", fontsize=9)
+        ax.set_ylabel(f"{dataset.y_column} - mean")
+    axes[-1, 0].set_xlabel(dataset.x_column)
+    fig.suptitle(f"Additive components of {fit.expression} (mean ± 2 sd)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_convergence(path: Path, result: SearchResult) -> Path:
+    """Best BIC so far against the evaluation index, each evaluation's BIC as a dot,
+    failed evaluations marked with a red x at the bottom of the axis."""
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ok = [e for e in result.history if e.ok]
+    failed = [e for e in result.history if not e.ok]
+    if ok:
+        ax.plot(
+            [e.index for e in ok],
+            [e.bic for e in ok],
+            "o",
+            color="0.55",
+            ms=3.5,
+            label="evaluation",
+        )
+        trace = result.best_trace()
+        idx = [i + 1 for i, v in enumerate(trace) if math.isfinite(v)]
+        ax.step(
+            idx, [trace[i - 1] for i in idx], where="post", color="C0", lw=1.8, label="best so far"
+        )
+        bics = [e.bic for e in ok]
+        lo, hi = min(bics), max(bics)
+        pad = 0.05 * (hi - lo) if hi > lo else 1.0
+        ax.set_ylim(lo - 2 * pad, hi + pad)
+    if failed:
+        y0 = ax.get_ylim()[0] if ok else 0.0
+        ax.plot(
+            [e.index for e in failed],
+            [y0] * len(failed),
+            "x",
+            color="C3",
+            ms=6,
+            clip_on=False,
+            label="failed",
+        )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("evaluation (unique GP fits)")
+    ax.set_ylabel("BIC (higher is better)")
+    best = result.best
+    title = f"{result.method}: " + (f"best {best.expression}" if best else "no successful fit")
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="lower right", fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(
+    out_dir: str | Path,
+    dataset: Dataset,
+    result: SearchResult,
+    best_fit: FitResult | None,
+    result_json: dict,
+    *,
+    top: int = 10,
+    test: dict | None = None,
+    test_dataset: Dataset | None = None,
+) -> list[Path]:
+    """Write result.json, report.md, fit.png, components.png and convergence.png.
+
+    Creates ``out_dir`` if needed and overwrites only these five files (the CLI
+    decides whether an existing result may be replaced). The fit and component plots
+    are skipped when no model was fitted successfully. Returns the written paths.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    has_fit = best_fit is not None and best_fit.ok
+    if test is None:
+        test = result_json.get("test")
+
+    plots: list[Path] = []
+    if has_fit:
+        plots.append(plot_fit(out / "fit.png", best_fit, dataset, test_dataset))
+        plots.append(plot_components(out / "components.png", best_fit, dataset))
+    plots.append(plot_convergence(out / "convergence.png", result))
+
+    path = out / "result.json"
+    path.write_text(json.dumps(result_json, indent=2, allow_nan=False) + "\n")
+    written.append(path)
+    md = _report_markdown(
+        dataset, result, best_fit, result_json, top, test, [p.name for p in plots]
+    )
+    path = out / "report.md"
+    path.write_text(md)
+    written.append(path)
+    return written + plots
