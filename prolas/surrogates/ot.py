@@ -1,0 +1,452 @@
+"""Optimal-transport distance between kernel expressions (after OTMANN, Kandasamy et al. 2018).
+
+**Expression graph.** The canonical sum-of-products of an expression is drawn as a
+DAG, like a network in OTMANN: an input node ``ip`` feeds every base-kernel leaf
+(one leaf per factor occurrence); the leaves of a product term feed a ``*`` node
+(omitted for a one-factor term); the terms feed a ``+`` node (omitted for a one-term
+expression), which feeds the output node ``op``. Layer masses: a leaf has mass
+``leaf_mass``, an operator node ``op_mass`` x its fan-in, and ``ip``/``op`` each
+``zeta`` x the total mass of the other ("processing") nodes (OTMANN's choice).
+
+**Distance.** With Z_ij the mass matched between node i of G1 and node j of G2,
+
+.. math::
+
+    d(G_1, G_2) = \\min_Z \\; \\langle Z, C_{lmm} \\rangle + \\phi_{nas}(Z)
+                 + \\nu_{str} \\langle Z, C_{str} \\rangle,
+    \\qquad \\sum_j Z_{ij} \\le m(i), \\; \\sum_i Z_{ij} \\le m(j),
+
+* label mismatch C_lmm(i, j) = M(label_i, label_j): cheap for similar kernels
+  (SE-RQ 0.2), dearer for others, infinite between kernels, operators and ip/op;
+* non-assignment phi_nas = mass left unmatched in either graph (unit cost 1);
+* structure C_str(i, j) = (1/6) sum_{s in {sp, lp, rw}, t in {ip, op}} |delta^s_t(i) - delta^s_t(j)|
+  over shortest / longest / random-walk path lengths from ``ip`` and to ``op``.
+
+It is solved as a balanced OT program with POT's exact ``ot.emd`` by adding a sink
+to each graph (mass = the other graph's total mass; unit cost 1 between a node and
+the other graph's sink, 0 between the two sinks). The normalised distance is
+d_bar = d / (tm(G1) + tm(G2)) <= 1.
+
+**When is d a (pseudo-)metric?** The per-node cost c(i, j) = M(l_i, l_j) + nu C_str(i, j)
+must itself be a pseudometric on the disjoint union of all nodes: C_str is an L1
+distance between path-length vectors (always a pseudometric), so this holds iff M
+satisfies M(a, a) = 0, symmetry and the triangle inequality. Then gluing an optimal
+plan G1->G2 with one G2->G3 gives a feasible plan G1->G3 whose matched cost is at
+most the sum (c's triangle inequality) and whose unmatched mass is at most the
+unmatched mass of the two plans, so d(G1, G3) <= d(G1, G2) + d(G2, G3)
+(OTMANN Theorem 1's "mild regularity conditions on M"). :class:`OTConfig` checks
+this on construction and refuses an M that violates it. Infinite entries are
+replaced by a finite ``infinity`` >= 2 (never used by an optimal plan, since
+leaving both masses unmatched costs 2); this keeps the triangle inequality because
+any path between two label classes crosses an infinite entry. d_bar is *not* a
+metric (OTMANN notes this too).
+
+**Kernel.** kappa = alpha e^{-beta d} + alpha_bar e^{-beta_bar d_bar} with learnable
+alpha, beta, alpha_bar, beta_bar in [1e-4, 1e3] (NASBOT §4; bounded so that the
+optimiser cannot reach beta = inf, where e^{-beta * 0} is undefined). It is not
+guaranteed PSD.
+:class:`OTKernel` computes the smallest eigenvalue of the Gram matrix over the
+distinct expressions of each call and, if it is negative, either adds
+``c = -lambda_min + eps`` to k(G, G) (``indefinite="jitter"``, a white-noise term
+c 1[G = G'], the default) or clips the negative eigenvalues (``"clip"``), with a
+:class:`~prolas.errors.NumericsWarning`.
+
+Inputs of :class:`OTKernel` are indices into an :class:`ExpressionRegistry`
+(``... x n x 1`` float tensors holding integers); distances are cached.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import ot
+import torch
+from gpytorch.constraints import Interval
+from gpytorch.kernels import Kernel
+
+from prolas.errors import NumericsWarning
+from prolas.expr import BASE_KERNELS, Expression, parse
+
+__all__ = [
+    "OTConfig",
+    "ExpressionGraph",
+    "expression_graph",
+    "otmann_distance",
+    "ExpressionRegistry",
+    "OTKernel",
+    "DEFAULT_KERNEL_COSTS",
+    "gram_min_eigenvalue",
+]
+
+#: Label mismatch costs between base kernels (symmetric; triangle inequality holds).
+#: RQ is a scale mixture of SEs (cheap); PER is a stationary smooth kernel like SE/RQ;
+#: LIN (non-stationary) is far from all of them.
+DEFAULT_KERNEL_COSTS: dict[tuple[str, str], float] = {
+    ("RQ", "SE"): 0.2,
+    ("PER", "SE"): 0.6,
+    ("PER", "RQ"): 0.7,
+    ("LIN", "SE"): 0.9,
+    ("LIN", "RQ"): 0.9,
+    ("LIN", "PER"): 0.9,
+}
+
+
+@dataclass(frozen=True)
+class OTConfig:
+    """Parameters of the expression distance.
+
+    Attributes:
+        kernel_costs: M between base kernels (unordered pairs; missing pairs cost 1).
+        operator_cost: M("+", "*").
+        nu_str: weight of the structural penalty.
+        leaf_mass, op_mass, zeta: layer masses (see module docstring).
+        infinity: finite stand-in for the infinite label costs (>= 2).
+    """
+
+    kernel_costs: Mapping[tuple[str, str], float] = field(
+        default_factory=lambda: dict(DEFAULT_KERNEL_COSTS)
+    )
+    operator_cost: float = 0.5
+    nu_str: float = 0.5
+    leaf_mass: float = 1.0
+    op_mass: float = 0.5
+    zeta: float = 0.1
+    infinity: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.infinity < 2.0:
+            raise ValueError("infinity must be >= 2 (the cost of leaving both masses unmatched)")
+        m = self.label_matrix()
+        lab = self.labels
+        if not np.allclose(m, m.T) or np.any(np.diag(m) != 0) or np.any(m < 0):
+            raise ValueError("label cost matrix must be symmetric, >= 0, with zero diagonal")
+        for a, b, c in itertools.product(range(len(lab)), repeat=3):
+            if m[a, c] > m[a, b] + m[b, c] + 1e-12:
+                raise ValueError(
+                    f"label costs violate the triangle inequality: M({lab[a]},{lab[c]}) > "
+                    f"M({lab[a]},{lab[b]}) + M({lab[b]},{lab[c]}); d would not be a metric"
+                )
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return (*sorted(BASE_KERNELS), "+", "*", "ip", "op")
+
+    def label_matrix(self) -> np.ndarray:
+        """M over :attr:`labels` (``L x L``), infinite entries set to ``infinity``."""
+        lab = self.labels
+        n = len(lab)
+        m = np.full((n, n), self.infinity)
+        kernels = sorted(BASE_KERNELS)
+        costs = {frozenset(k): float(v) for k, v in self.kernel_costs.items()}
+        for i, a in enumerate(kernels):
+            for j, b in enumerate(kernels):
+                m[i, j] = 0.0 if a == b else costs.get(frozenset((a, b)), 1.0)
+        p, t = lab.index("+"), lab.index("*")
+        m[p, p] = m[t, t] = 0.0
+        m[p, t] = m[t, p] = self.operator_cost
+        for name in ("ip", "op"):
+            q = lab.index(name)
+            m[q, q] = 0.0
+        return m
+
+
+@dataclass(frozen=True)
+class ExpressionGraph:
+    """An expression as a layered DAG.
+
+    Attributes:
+        expression: canonical string.
+        labels: label index per node (into :attr:`OTConfig.labels`), shape ``n``.
+        masses: layer mass per node, shape ``n``.
+        paths: path lengths per node, shape ``n x 6`` (sp, lp, rw from ip; sp, lp, rw to op).
+        edges: ``(u, v)`` pairs.
+    """
+
+    expression: str
+    labels: np.ndarray
+    masses: np.ndarray
+    paths: np.ndarray
+    edges: tuple[tuple[int, int], ...]
+
+    @property
+    def total_mass(self) -> float:
+        return float(self.masses.sum())
+
+
+def _path_lengths(n: int, edges: Iterable[tuple[int, int]], src: int, dst: int) -> np.ndarray:
+    """``n x 6`` shortest/longest/random-walk hops from ``src`` and to ``dst`` (a DAG
+    whose node order is topological). Random walk: hop to a uniformly chosen child
+    (to ``dst``) or arrive from a uniformly chosen parent (from ``src``)."""
+    children: list[list[int]] = [[] for _ in range(n)]
+    parents: list[list[int]] = [[] for _ in range(n)]
+    for u, v in edges:
+        children[u].append(v)
+        parents[v].append(u)
+    out = np.zeros((n, 6))
+    for u in range(n):  # forward, from src
+        if u == src or not parents[u]:
+            continue
+        ps = out[parents[u]]
+        out[u, 0] = 1 + ps[:, 0].min()
+        out[u, 1] = 1 + ps[:, 1].max()
+        out[u, 2] = 1 + ps[:, 2].mean()
+    for u in reversed(range(n)):  # backward, to dst
+        if u == dst or not children[u]:
+            continue
+        cs = out[children[u]]
+        out[u, 3] = 1 + cs[:, 3].min()
+        out[u, 4] = 1 + cs[:, 4].max()
+        out[u, 5] = 1 + cs[:, 5].mean()
+    return out
+
+
+def expression_graph(expr: Expression | str, config: OTConfig | None = None) -> ExpressionGraph:
+    """The OTMANN-style graph of an expression's canonical form."""
+    config = config or OTConfig()
+    expr = parse(expr) if isinstance(expr, str) else expr
+    lab = config.labels
+    labels: list[int] = [lab.index("ip")]
+    masses: list[float] = [0.0]
+    edges: list[tuple[int, int]] = []
+    term_nodes: list[int] = []
+    pending: list[tuple[int, int]] = []  # (leaf, term index) edges decided later
+    for t, term in enumerate(expr.terms):
+        for f in term:
+            labels.append(lab.index(f))
+            masses.append(config.leaf_mass)
+            edges.append((0, len(labels) - 1))
+            pending.append((len(labels) - 1, t))
+    # operator nodes come after all leaves so that node order stays topological
+    term_out: list[int] = []
+    for t, term in enumerate(expr.terms):
+        leaves = [leaf for leaf, tt in pending if tt == t]
+        if len(term) == 1:
+            term_out.append(leaves[0])
+            continue
+        labels.append(lab.index("*"))
+        masses.append(config.op_mass * len(term))
+        node = len(labels) - 1
+        edges.extend((leaf, node) for leaf in leaves)
+        term_out.append(node)
+        term_nodes.append(node)
+    if len(term_out) > 1:
+        labels.append(lab.index("+"))
+        masses.append(config.op_mass * len(term_out))
+        top = len(labels) - 1
+        edges.extend((u, top) for u in term_out)
+    else:
+        top = term_out[0]
+    labels.append(lab.index("op"))
+    masses.append(0.0)
+    out = len(labels) - 1
+    edges.append((top, out))
+    m = np.asarray(masses, dtype=np.float64)
+    processing = m[1:-1].sum()
+    m[0] = m[-1] = config.zeta * processing
+    paths = _path_lengths(len(labels), edges, 0, out)
+    return ExpressionGraph(str(expr), np.asarray(labels), m, paths, tuple(edges))
+
+
+def otmann_distance(
+    g1: ExpressionGraph,
+    g2: ExpressionGraph,
+    config: OTConfig | None = None,
+    label_matrix: np.ndarray | None = None,
+) -> tuple[float, float]:
+    """``(d, d_bar)`` between two expression graphs (exact OT with ``ot.emd``)."""
+    config = config or OTConfig()
+    lm = config.label_matrix() if label_matrix is None else label_matrix
+    n1, n2 = len(g1.masses), len(g2.masses)
+    c = np.zeros((n1 + 1, n2 + 1))
+    c_str = np.abs(g1.paths[:, None, :] - g2.paths[None, :, :]).mean(-1)
+    c[:n1, :n2] = lm[np.ix_(g1.labels, g2.labels)] + config.nu_str * c_str
+    c[:n1, n2] = 1.0
+    c[n1, :n2] = 1.0
+    c[n1, n2] = 0.0
+    tm1, tm2 = g1.total_mass, g2.total_mass
+    a = np.append(g1.masses, tm2)
+    b = np.append(g2.masses, tm1)
+    plan = ot.emd(a, b, c)
+    d = max(float((plan * c).sum()), 0.0)
+    return d, d / (tm1 + tm2)
+
+
+class ExpressionRegistry:
+    """Expression graphs by index, with a cache of pairwise (d, d_bar).
+
+    >>> reg = ExpressionRegistry()
+    >>> i, j = reg.index("SE"), reg.index("SE + PER")
+    >>> reg.distances([i], [i])[0].item()
+    0.0
+    """
+
+    def __init__(self, config: OTConfig | None = None) -> None:
+        self.config = config or OTConfig()
+        self._lm = self.config.label_matrix()
+        self.graphs: list[ExpressionGraph] = []
+        self._index: dict[str, int] = {}
+        self._cache: dict[tuple[int, int], tuple[float, float]] = {}
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def index(self, expr: Expression | str) -> int:
+        """Index of an expression (registered on first use), by canonical string."""
+        key = str(parse(expr) if isinstance(expr, str) else expr)
+        idx = self._index.get(key)
+        if idx is None:
+            idx = len(self.graphs)
+            self.graphs.append(expression_graph(key, self.config))
+            self._index[key] = idx
+        return idx
+
+    def indices(self, exprs: Iterable[Expression | str]) -> list[int]:
+        return [self.index(e) for e in exprs]
+
+    def pair(self, i: int, j: int) -> tuple[float, float]:
+        if i == j:
+            return 0.0, 0.0
+        key = (i, j) if i < j else (j, i)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = otmann_distance(self.graphs[key[0]], self.graphs[key[1]], self.config, self._lm)
+            self._cache[key] = hit
+        return hit
+
+    def distances(self, idx1, idx2) -> tuple[np.ndarray, np.ndarray]:
+        """``(D, D_bar)`` matrices ``len(idx1) x len(idx2)``."""
+        idx1 = np.asarray(idx1, dtype=np.int64).reshape(-1)
+        idx2 = np.asarray(idx2, dtype=np.int64).reshape(-1)
+        u1, inv1 = np.unique(idx1, return_inverse=True)
+        u2, inv2 = np.unique(idx2, return_inverse=True)
+        d = np.zeros((len(u1), len(u2)))
+        db = np.zeros((len(u1), len(u2)))
+        for a, i in enumerate(u1):
+            for b, j in enumerate(u2):
+                d[a, b], db[a, b] = self.pair(int(i), int(j))
+        return d[np.ix_(inv1, inv2)], db[np.ix_(inv1, inv2)]
+
+
+class OTKernel(Kernel):
+    """kappa(G, G') = alpha e^{-beta d} + alpha_bar e^{-beta_bar d_bar} on registry indices.
+
+    Args:
+        registry: where the inputs' indices point.
+        indefinite: ``"jitter"`` (default) or ``"clip"``: how a negative smallest
+            eigenvalue of the Gram matrix is repaired (with a NumericsWarning).
+        tol: eigenvalues above ``-tol * max|lambda|`` count as non-negative.
+    """
+
+    def __init__(
+        self,
+        registry: ExpressionRegistry,
+        indefinite: str = "jitter",
+        tol: float = 1e-10,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        if indefinite not in ("jitter", "clip"):
+            raise ValueError(f"indefinite must be 'jitter' or 'clip', got {indefinite!r}")
+        self.registry = registry
+        self.indefinite = indefinite
+        self.tol = tol
+        self.last_min_eigenvalue: float | None = None
+        self.n_repairs = 0
+        self._warned = False
+        inits = (("alpha", 0.5), ("beta", 0.5), ("alpha_bar", 0.5), ("beta_bar", 5.0))
+        for name, init in inits:
+            self.register_parameter(f"raw_{name}", torch.nn.Parameter(torch.zeros(1)))
+            self.register_constraint(f"raw_{name}", Interval(1e-4, 1e3))
+            self._set(name, init)
+
+    def _set(self, name: str, value: float) -> None:
+        raw = getattr(self, f"raw_{name}")
+        c = getattr(self, f"raw_{name}_constraint")
+        v = torch.as_tensor(value, dtype=raw.dtype).expand_as(raw)
+        self.initialize(**{f"raw_{name}": c.inverse_transform(v)})
+
+    def _get(self, name: str) -> torch.Tensor:
+        return getattr(self, f"raw_{name}_constraint").transform(getattr(self, f"raw_{name}"))
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        return self._get("alpha")
+
+    @property
+    def beta(self) -> torch.Tensor:
+        return self._get("beta")
+
+    @property
+    def alpha_bar(self) -> torch.Tensor:
+        return self._get("alpha_bar")
+
+    @property
+    def beta_bar(self) -> torch.Tensor:
+        return self._get("beta_bar")
+
+    def gram(self, i1: np.ndarray, i2: np.ndarray, dtype=torch.float64) -> torch.Tensor:
+        """The raw (possibly indefinite) kappa matrix between two index arrays."""
+        d, db = self.registry.distances(i1, i2)
+        d = torch.as_tensor(d, dtype=dtype)
+        db = torch.as_tensor(db, dtype=dtype)
+        return self.alpha * torch.exp(-self.beta * d) + self.alpha_bar * torch.exp(
+            -self.beta_bar * db
+        )
+
+    def forward(self, x1: torch.Tensor, x2: torch.Tensor, diag: bool = False, **params):
+        if x1.dim() > 2 or x2.dim() > 2:
+            raise ValueError("OTKernel supports non-batched inputs (n x 1) only")
+        i1 = x1[..., 0].round().long().cpu().numpy()
+        i2 = x2[..., 0].round().long().cpu().numpy()
+        uni, inv = np.unique(np.concatenate([i1, i2]), return_inverse=True)
+        k = self.gram(uni, uni, dtype=x1.dtype)
+        k = self._repair(k)
+        a, b = torch.as_tensor(inv[: len(i1)]), torch.as_tensor(inv[len(i1) :])
+        if diag:
+            return k[a, b]
+        return k[a][:, b]
+
+    def _repair(self, k: torch.Tensor) -> torch.Tensor:
+        """Make the Gram matrix over the distinct inputs PSD (jitter or clip), warning."""
+        with torch.no_grad():
+            evals = torch.linalg.eigvalsh(k)
+        lam = float(evals[0])
+        self.last_min_eigenvalue = lam
+        scale = float(evals.abs().max()) if len(evals) else 0.0
+        if lam >= -self.tol * max(scale, 1e-300):
+            return k
+        self.n_repairs += 1
+        if not self._warned:
+            self._warned = True
+            fix = "adding jitter to the diagonal" if self.indefinite == "jitter" else "clipping"
+            warnings.warn(
+                f"OT kernel Gram matrix is indefinite (smallest eigenvalue {lam:.3g}); {fix}",
+                NumericsWarning,
+                stacklevel=3,
+            )
+        if self.indefinite == "jitter":
+            c = -lam * (1.0 + 1e-8) + 1e-12
+            return k + c * torch.eye(k.shape[0], dtype=k.dtype)
+        evals_g, evecs = torch.linalg.eigh(k)
+        return (evecs * evals_g.clamp_min(0.0)) @ evecs.transpose(-1, -2)
+
+
+def gram_min_eigenvalue(
+    exprs: Iterable[Expression | str],
+    registry: ExpressionRegistry | None = None,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    alpha_bar: float = 1.0,
+    beta_bar: float = 1.0,
+) -> float:
+    """Smallest eigenvalue of the raw kappa Gram matrix on distinct expressions."""
+    registry = registry or ExpressionRegistry()
+    idx = np.unique(registry.indices(exprs))
+    d, db = registry.distances(idx, idx)
+    k = alpha * np.exp(-beta * d) + alpha_bar * np.exp(-beta_bar * db)
+    return float(np.linalg.eigvalsh(k)[0]) if len(idx) else math.nan
