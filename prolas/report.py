@@ -229,6 +229,7 @@ def validate_result_json(d: dict) -> None:
 
     Checked: exact keys of every block; types; ``search.evaluations == len(history)``;
     history indices are exactly 1..n in order, expressions canonical and distinct,
+    ``seconds`` non-negative (or null when the timing was not finite),
     ``n_params`` equal to the expression's k; ``ok`` entries have finite bic and
     log-likelihood and a null error; failed entries have a null bic and an error
     string; ``best.bic`` is the maximum ok BIC of the history (within 1e-9) and
@@ -290,7 +291,8 @@ def validate_result_json(d: dict) -> None:
             f"{where}.n_params",
             f"{h['n_params']!r} but k = {e.n_params}",
         )
-        _check(_is_num(h["seconds"]) and h["seconds"] >= 0, f"{where}.seconds", "bad seconds")
+        sec = h["seconds"]
+        _check(sec is None or _is_num(sec) and sec >= 0, f"{where}.seconds", "bad seconds")
         if h["status"] == "ok":
             _check(_is_num(h["bic"]), f"{where}.bic", "an ok entry needs a finite bic")
             _check(_is_num(h["log_likelihood"]), f"{where}.log_likelihood", "needs a number")
