@@ -571,7 +571,10 @@ def _report_markdown(
         "| rank | expression | BIC | log-likelihood | k | seconds | evaluation |",
         "|---|---|---|---|---|---|---|",
     ]
-    for rank, e in enumerate(_ranked(result)[:top], 1):
+    ranked = _ranked(result)[:top]
+    if not ranked:
+        lines[-2:] = ["No successful evaluation."]
+    for rank, e in enumerate(ranked, 1):
         lines.append(
             f"| {rank} | `{e.expression}` | {e.bic:.2f} | {e.log_likelihood:.2f} | "
             f"{e.n_params} | {e.seconds:.2f} | {e.index} |"
