@@ -1,0 +1,163 @@
+"""Wiring: dataset + search settings -> Evaluator -> strategy -> SearchResult -> best fit.
+
+This is the one place where search strategies are chosen by name, so the CLI, the
+Python API and the benchmarks run exactly the same code.
+
+>>> from prolas.data import load_csv
+>>> ds = load_csv("data/airline.csv")                      # doctest: +SKIP
+>>> result, best = run_search(ds, SearchConfig(method="cks", budget=10))  # doctest: +SKIP
+>>> best.expression, round(best.bic, 1)                    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from prolas.data import Dataset
+from prolas.errors import ProlasError
+from prolas.gp import FitConfig, FitResult, GPScorer, fit_gp
+from prolas.search.evaluator import Evaluation, Evaluator, SearchResult
+
+__all__ = ["SearchConfig", "METHODS", "make_evaluator", "run_search", "best_fit"]
+
+METHODS = ("prolas", "cks", "random", "structural")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Settings of one structure search (the CLI maps its flags onto this).
+
+    Attributes:
+        method: ``prolas`` (BO in the KG-VAE latent space), ``cks`` (greedy),
+            ``random`` (grammar samples) or ``structural`` (BO over expressions).
+        budget: unique expensive evaluations (distinct canonical expressions fitted).
+        restarts: random restarts per GP fit (batched).
+        seed: seeds the strategy and every fit.
+        depth: CKS depth limit.
+        grammar: grammar file or shipped grammar name (random, structural, prolas).
+        checkpoint: KG-VAE checkpoint path or shipped name (prolas).
+        train_vae: train a data-specific KG-VAE on the data's inputs first (prolas).
+        batch: proposals per iteration (q).
+        surrogate, acq_opt: structural search's surrogate kernel and acquisition optimiser.
+    """
+
+    method: str = "prolas"
+    budget: int = 50
+    restarts: int = 8
+    seed: int = 0
+    depth: int = 4
+    grammar: str = "default"
+    checkpoint: str = "default"
+    train_vae: bool = False
+    batch: int = 1
+    surrogate: str = "hierarchical"
+    acq_opt: str = "ea"
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ProlasError(f"unknown search method {self.method!r}; choose from {METHODS}")
+        if self.budget < 1:
+            raise ProlasError("--budget must be at least 1")
+        if self.restarts < 1:
+            raise ProlasError("--restarts must be at least 1")
+        if self.batch < 1:
+            raise ProlasError("--batch must be at least 1")
+        if self.depth < 1:
+            raise ProlasError("--depth must be at least 1")
+
+    @property
+    def fit_config(self) -> FitConfig:
+        return FitConfig(restarts=self.restarts, seed=self.seed)
+
+    def replace(self, **changes) -> SearchConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def make_evaluator(
+    dataset: Dataset,
+    config: SearchConfig,
+    *,
+    executor: Executor | None = None,
+    on_result: Callable[[Evaluation], None] | None = None,
+) -> Evaluator:
+    """An Evaluator that fits GPs on ``dataset`` with the config's restarts and seed."""
+    return Evaluator(
+        GPScorer(dataset, config.fit_config),
+        budget=config.budget,
+        executor=executor,
+        on_result=on_result,
+    )
+
+
+def run_search(
+    dataset: Dataset,
+    config: SearchConfig,
+    *,
+    evaluator: Evaluator | None = None,
+    executor: Executor | None = None,
+    on_result: Callable[[Evaluation], None] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[SearchResult, FitResult | None]:
+    """Run the configured search and return ``(SearchResult, best FitResult)``."""
+    ev = evaluator or make_evaluator(dataset, config, executor=executor, on_result=on_result)
+    result = _STRATEGIES[config.method](ev, dataset, config, log or (lambda s: None))
+    return result, best_fit(result, dataset, config)
+
+
+def best_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> FitResult | None:
+    """The best evaluation's FitResult (refitted deterministically if not carried along)."""
+    best = result.best
+    if best is None:
+        return None
+    if isinstance(best.fit, FitResult):
+        return best.fit
+    return fit_gp(best.expression, dataset, config.fit_config)
+
+
+# --- strategies ------------------------------------------------------------------------
+
+
+def _run_cks(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> SearchResult:
+    from prolas.search.greedy import search_cks
+
+    return search_cks(ev, depth=config.depth, seed=config.seed)
+
+
+def _run_random(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> SearchResult:
+    from prolas.grammar import Grammar
+    from prolas.search.random_search import search_random
+
+    grammar = Grammar.from_file(config.grammar)
+    return search_random(ev, grammar, seed=config.seed, batch=config.batch)
+
+
+def _run_prolas(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> SearchResult:
+    from prolas.search.latent import search_prolas
+
+    return search_prolas(ev, dataset, config, log=log)
+
+
+def _run_structural(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> SearchResult:
+    from prolas.grammar import Grammar
+    from prolas.search.structural import search_structural
+
+    grammar = Grammar.from_file(config.grammar)
+    return search_structural(
+        ev,
+        grammar,
+        surrogate=config.surrogate,
+        acq_opt=config.acq_opt,
+        seed=config.seed,
+        batch=config.batch,
+    )
+
+
+_STRATEGIES = {
+    "cks": _run_cks,
+    "random": _run_random,
+    "prolas": _run_prolas,
+    "structural": _run_structural,
+}

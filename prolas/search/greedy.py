@@ -1,0 +1,108 @@
+"""Greedy Compositional Kernel Search (CKS; Duvenaud et al., 2013).
+
+Level 1 evaluates every base kernel. Each further level expands the current best
+expression S into
+
+* ``S + B`` and ``S * B`` for every base kernel B, and
+* every single replacement ``B -> B'`` of one base-kernel occurrence in S's
+  canonical sum-of-products form,
+
+evaluates all new candidates of the level as one batch (so an executor can fit
+them in parallel), and moves to the best expression found so far. The search stops
+at the depth limit, when the budget is spent, or when a level does not improve
+the best BIC.
+
+>>> from prolas.search.evaluator import Evaluator, TableScorer
+>>> ev = Evaluator(TableScorer({"SE": 1.0, "PER + SE": 3.0}), budget=50)
+>>> search_cks(ev, depth=2).best.expression
+'PER + SE'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from prolas.expr import BASE_KERNELS, Base, Expression, from_terms, parse
+from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
+
+__all__ = ["expand", "search_cks"]
+
+
+def expand(expr: Expression, base_kernels: Sequence[str]) -> list[Expression]:
+    """CKS neighbours of ``expr``: S+B, S*B and every single replacement B->B'.
+
+    Returned in a fixed order (deterministic), without duplicates and without
+    ``expr`` itself.
+    """
+    out: list[Expression] = []
+    seen = {expr}
+
+    def add(e: Expression) -> None:
+        if e not in seen:
+            seen.add(e)
+            out.append(e)
+
+    for b in base_kernels:
+        add(expr + Base(b))
+    for b in base_kernels:
+        add(expr * Base(b))
+    terms = [list(t) for t in expr.terms]
+    for i, term in enumerate(terms):
+        for j, name in enumerate(term):
+            for b in base_kernels:
+                if b == name:
+                    continue
+                new_terms = [list(t) for t in terms]
+                new_terms[i][j] = b
+                add(from_terms([tuple(t) for t in new_terms]))
+    return out
+
+
+def search_cks(
+    evaluator: Evaluator,
+    *,
+    base_kernels: Sequence[str] = tuple(BASE_KERNELS),
+    depth: int = 4,
+    seed: int = 0,
+    on_level: Callable[[int, Expression], None] | None = None,
+) -> SearchResult:
+    """Run greedy CKS through ``evaluator``; returns the common :class:`SearchResult`.
+
+    Args:
+        base_kernels: the base kernel set B.
+        depth: number of levels (level 1 = the base kernels alone).
+        seed: recorded for the result; CKS itself is deterministic.
+        on_level: optional callback ``(level, best expression)`` after each level.
+    """
+    frontier: list[Expression] = [Base(b) for b in base_kernels]
+    best_expr: Expression | None = None
+    best_bic = -float("inf")
+    levels = 0
+    stopped = "depth"
+    for level in range(1, depth + 1):
+        try:
+            evals = evaluator.evaluate_many(frontier)
+        except BudgetExhausted:
+            evals = [evaluator.lookup(e) for e in frontier if evaluator.seen(e)]
+            stopped = "budget"
+        levels = level
+        improved = False
+        for e in evals:
+            if e is not None and e.ok and e.bic > best_bic:
+                best_bic, best_expr, improved = e.bic, parse(e.expression), True
+        if on_level is not None and best_expr is not None:
+            on_level(level, best_expr)
+        if stopped == "budget" or evaluator.exhausted:
+            stopped = "budget"
+            break
+        if best_expr is None:
+            stopped = "all evaluations failed"
+            break
+        if not improved and level > 1:
+            stopped = "no improvement"
+            break
+        frontier = [e for e in expand(best_expr, base_kernels) if not evaluator.seen(e)]
+        if not frontier:
+            stopped = "no new candidates"
+            break
+    return evaluator.result("cks", seed, {"levels": levels, "stopped": stopped, "depth": depth})

@@ -1,0 +1,38 @@
+"""Shared fixtures: repository paths, small real and synthetic data sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+
+# Small-N fits are fastest single-threaded (DESIGN.md); also keeps tests stable on 2 cores.
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def airline():
+    from prolas.data import load_csv
+
+    return load_csv(DATA / "airline.csv")
+
+
+@pytest.fixture(scope="session")
+def planted_se_per():
+    """100 points drawn from SE + PER(period 1) with noise; seeds fixed."""
+    from prolas.data import Dataset
+
+    rng = np.random.default_rng(3)
+    x = np.linspace(0.0, 8.0, 100)
+    d = x[:, None] - x[None, :]
+    K = 1.0 * np.exp(-(d**2) / (2 * 2.0**2)) + 1.0 * np.exp(
+        -2 * np.sin(np.pi * np.abs(d) / 1.0) ** 2 / 1.0**2
+    )
+    L = np.linalg.cholesky(K + 1e-8 * np.eye(100))
+    y = L @ rng.standard_normal(100) + 0.1 * rng.standard_normal(100)
+    return Dataset.from_arrays(x, y, name="planted")
