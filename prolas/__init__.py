@@ -1,0 +1,52 @@
+"""prolas: Gaussian-process kernel structure discovery.
+
+Public API::
+
+    from prolas import load_csv, parse, SE, LIN, PER, RQ, fit_gp, Grammar, search
+    ds = load_csv("data/airline.csv")
+    fit = fit_gp(parse("LIN*PER*SE + LIN*SE"), ds)
+    result, best = search(ds, method="cks", budget=20)
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from prolas.data import Dataset, extrapolation_split, load_csv
+from prolas.errors import ProlasError
+from prolas.expr import LIN, PER, RQ, SE, Expression, parse
+from prolas.gp import FitConfig, FitResult, decompose, fit_gp, predict
+from prolas.grammar import Grammar
+
+
+def search(dataset: Dataset, method: str = "prolas", **settings):
+    """Run a structure search; returns ``(SearchResult, best FitResult)``.
+
+    ``settings`` are the fields of :class:`prolas.pipeline.SearchConfig`
+    (budget, restarts, seed, depth, grammar, checkpoint, batch, ...).
+    """
+    from prolas.pipeline import SearchConfig, run_search
+
+    return run_search(dataset, SearchConfig(method=method, **settings))
+
+
+__all__ = [
+    "__version__",
+    "Dataset",
+    "Expression",
+    "FitConfig",
+    "FitResult",
+    "Grammar",
+    "LIN",
+    "PER",
+    "ProlasError",
+    "RQ",
+    "SE",
+    "decompose",
+    "extrapolation_split",
+    "fit_gp",
+    "load_csv",
+    "parse",
+    "predict",
+    "search",
+]

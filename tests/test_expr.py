@@ -76,8 +76,15 @@ def test_canonical_examples_from_design() -> None:
 
 @pytest.mark.parametrize(
     ("expr", "k"),
-    [("SE", 3), ("LIN", 3), ("PER", 4), ("RQ", 4), ("LIN + PER*SE", 7),
-     ("LIN*PER*SE + LIN*SE", 9), ("PER*RQ + RQ + SE", 11)],
+    [
+        ("SE", 3),
+        ("LIN", 3),
+        ("PER", 4),
+        ("RQ", 4),
+        ("LIN + PER*SE", 7),
+        ("LIN*PER*SE + LIN*SE", 9),
+        ("PER*RQ + RQ + SE", 11),
+    ],
 )
 def test_k_matches_design_table(expr: str, k: int) -> None:
     assert parse(expr).n_params == k

@@ -83,8 +83,8 @@ def test_gram_matrices_symmetric_psd_and_match_numpy(seed: int) -> None:
     from prolas.gp import FitResult
 
     fit = FitResult.from_json(
-        {"expression": str(expr), "n_params": expr.n_params, "log_likelihood": 0, "bic": 0,
-         **doc}, n=30,
+        {"expression": str(expr), "n_params": expr.n_params, "log_likelihood": 0, "bic": 0, **doc},
+        n=30,
     )
     x = np.sort(rng.uniform(-3, 3, 30))
     xt = torch.tensor(x).reshape(-1, 1)
@@ -126,7 +126,10 @@ def test_log_likelihood_equals_numpy_and_gpytorch(airline: Dataset, expr: str) -
     m = M().double()
     m.likelihood.noise = fit.noise_variance
     m.train()
-    with gpytorch.settings.fast_computations(False, False, False), gpytorch.settings.max_cholesky_size(10_000):
+    with (
+        gpytorch.settings.fast_computations(False, False, False),
+        gpytorch.settings.max_cholesky_size(10_000),
+    ):
         mll = gpytorch.mlls.ExactMarginalLogLikelihood(m.likelihood, m)
         value = float(mll(m(x), yt)) * airline.n
     assert value == pytest.approx(fit.log_likelihood, rel=1e-6)

@@ -1,0 +1,286 @@
+"""Command-line interface: ``prolas fit | describe | train-vae | checkpoints | compare | bench``.
+
+Every user error is a :class:`prolas.errors.ProlasError`: it is printed on one line
+(``prolas: error: ...``) and the exit code is non-zero; Ctrl-C writes the partial
+result and exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from prolas.errors import OutputExistsError, ProlasError
+
+EPILOG = """examples:
+  prolas fit data/airline.csv                      # PROLAS search, 50 evaluations
+  prolas fit data/airline.csv --search cks --out out/airline-cks
+  prolas fit data/airline_train.csv --test data/airline_test.csv
+  prolas describe "(SE + PER) * LIN"
+"""
+
+#: Files a fit writes into its output directory (the only files --force replaces).
+OUTPUT_FILES = ("result.json", "report.md", "fit.png", "components.png", "convergence.png")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _add_search_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("search")
+    g.add_argument(
+        "--search",
+        choices=("prolas", "cks", "random", "structural"),
+        default="prolas",
+        help="strategy: prolas = BO in the KG-VAE latent space (default); cks = greedy "
+        "compositional kernel search; random = grammar samples; structural = BO "
+        "directly over expressions",
+    )
+    g.add_argument("--budget", type=_positive_int, default=50, help="unique GP fits (default 50)")
+    g.add_argument(
+        "--restarts",
+        type=_positive_int,
+        default=8,
+        help="random restarts per GP fit, run as one batched model (default 8)",
+    )
+    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--depth", type=_positive_int, default=4, help="CKS depth limit (default 4)")
+    g.add_argument(
+        "--grammar",
+        default="default",
+        help="grammar file or shipped name (default, seasonal, small) for random/structural",
+    )
+    g.add_argument(
+        "--checkpoint",
+        default="default",
+        help="KG-VAE checkpoint: path to a .pt/.json pair or a shipped name (default)",
+    )
+    g.add_argument(
+        "--train-vae",
+        action="store_true",
+        help="first train a data-specific KG-VAE on this data's inputs (quick mode)",
+    )
+    g.add_argument(
+        "--batch", type=_positive_int, default=1, help="proposals per BO iteration, q (default 1)"
+    )
+    g.add_argument(
+        "--surrogate",
+        choices=("arc", "hierarchical", "conditional", "laplace", "ot"),
+        default="hierarchical",
+        help="structural search: surrogate kernel over expressions",
+    )
+    g.add_argument(
+        "--acq-opt",
+        choices=("ea", "local", "random"),
+        default="ea",
+        help="structural search: acquisition optimiser over expressions",
+    )
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("data", help="CSV file with a header row")
+    p.add_argument("--x", help="input column (default: first numeric/date column)")
+    p.add_argument("--y", help="output column (default: second numeric column)")
+    p.add_argument(
+        "--dropna", action="store_true", help="drop rows with NaN/inf instead of failing"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="prolas",
+        description="Discover the kernel structure of a Gaussian process for a 1-D series "
+        "(which combination of trend, periodicity and smoothness explains it), scored by BIC.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from prolas import __version__
+
+    parser.add_argument("--version", action="version", version=f"prolas {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    fit = sub.add_parser(
+        "fit",
+        help="search kernel structures for a CSV series and write a report",
+        description="Search kernel structures for DATA.csv; write result.json, report.md and "
+        "plots to --out.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_data_args(fit)
+    _add_search_args(fit)
+    fit.add_argument("--test", help="held-out CSV to predict with the best model (same columns)")
+    fit.add_argument("--out", help="output directory (default: prolas-out/<data name>)")
+    fit.add_argument("--force", action="store_true", help="replace an earlier result in --out")
+    fit.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    fit.set_defaults(func=cmd_fit)
+
+    desc = sub.add_parser(
+        "describe", help="print the canonical form and parameter count of an expression"
+    )
+    desc.add_argument("expression", help='kernel expression, e.g. "(SE + PER) * LIN"')
+    desc.set_defaults(func=cmd_describe)
+    return parser
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    from prolas.expr import BASE_KERNELS, parse
+
+    expr = parse(args.expression)
+    print(f"canonical: {expr}")
+    print(f"terms:     {expr.n_terms}")
+    print(f"k:         {expr.n_params}  (per term: 1 variance + shape parameters; +1 noise)")
+    for term in expr.terms:
+        parts = ", ".join(f"{f}({', '.join(BASE_KERNELS[f].shape_params)})" for f in term)
+        print(f"  {'*'.join(term):<20} variance, {parts}")
+    return 0
+
+
+def _prepare_out_dir(out: Path, force: bool) -> None:
+    """Refuse to overwrite an earlier result unless --force; never delete other files."""
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"--out {out} exists and is not a directory")
+    if (out / "result.json").exists() and not force:
+        raise OutputExistsError(
+            f"{out} already holds a result (result.json); use --force to replace it or "
+            "choose another --out"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from prolas.data import load_csv
+    from prolas.pipeline import SearchConfig, run_search
+
+    dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna)
+    test_ds = None
+    if args.test:
+        test_ds = load_csv(
+            args.test,
+            dataset.x_column if dataset.x_column != "index" else None,
+            dataset.y_column,
+            dropna=args.dropna,
+        )
+    out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
+    _prepare_out_dir(out, args.force)
+    config = SearchConfig(
+        method=args.search,
+        budget=args.budget,
+        restarts=args.restarts,
+        seed=args.seed,
+        depth=args.depth,
+        grammar=args.grammar,
+        checkpoint=args.checkpoint,
+        train_vae=args.train_vae,
+        batch=args.batch,
+        surrogate=args.surrogate,
+        acq_opt=args.acq_opt,
+    )
+    say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+    say(
+        f"prolas: {dataset.n} points from {dataset.path} (x={dataset.x_column!r}, "
+        f"y={dataset.y_column!r}); search={config.method}, budget={config.budget}, "
+        f"restarts={config.restarts}, seed={config.seed}"
+    )
+    bar = _progress(config.budget, args.quiet)
+    try:
+        result, best = run_search(dataset, config, on_result=bar.update_eval, log=say)
+    finally:
+        bar.close()
+    return _write_outputs(args, out, dataset, config, result, best, test_ds)
+
+
+def _write_outputs(args, out, dataset, config, result, best, test_ds) -> int:
+    from prolas import report
+
+    if best is None:
+        raise ProlasError(
+            f"every one of the {result.evaluations} evaluations failed; see the errors with "
+            "--search cks --budget 4, or check the data"
+        )
+    test = None
+    if test_ds is not None:
+        test = {"path": test_ds.path, "n": test_ds.n, **report.test_metrics(best, dataset, test_ds)}
+    doc = report.result_to_json(
+        dataset,
+        result,
+        best,
+        method=config.method,
+        seed=config.seed,
+        budget=config.budget,
+        checkpoint=config.checkpoint if config.method == "prolas" else None,
+        test=test,
+    )
+    report.write_report(out, dataset, result, best, doc, test=test, test_dataset=test_ds)
+    if not args.quiet:
+        print(report.summary_table(result, best), file=sys.stderr)
+        if test is not None:
+            print(
+                f"test: RMSE {test['rmse']:.4g} on {test['n']} points, mean log predictive "
+                f"density {test['mean_log_predictive_density']:.3f}",
+                file=sys.stderr,
+            )
+        print(f"wrote {out}/result.json, report.md and plots", file=sys.stderr)
+    print(best.expression)
+    return 0
+
+
+class _Progress:
+    """tqdm bar over unique evaluations showing the best BIC and expression so far."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.bar = None
+        self.best = None
+        if not quiet:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, unit="fit", desc="search", dynamic_ncols=True)
+
+    def update_eval(self, ev) -> None:
+        if ev.ok and (self.best is None or ev.bic > self.best.bic):
+            self.best = ev
+        if self.bar is not None:
+            self.bar.update(1)
+            if self.best is not None:
+                self.bar.set_postfix_str(f"best BIC {self.best.bic:.2f}: {self.best.expression}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _progress(total: int, quiet: bool) -> _Progress:
+    return _Progress(total, quiet)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            if getattr(args, "quiet", False):
+                warnings.simplefilter("ignore")
+            return args.func(args)
+    except ProlasError as exc:
+        print(f"prolas: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("prolas: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

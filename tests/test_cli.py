@@ -1,0 +1,159 @@
+"""The CLI end to end on real data, and every bad-input case as a one-line error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prolas.cli import main
+from prolas.report import validate_result_json
+
+ROOT = Path(__file__).resolve().parents[1]
+AIRLINE = str(ROOT / "data" / "airline.csv")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_fit_cks_end_to_end_writes_valid_result(tmp_path, capsys) -> None:
+    out = tmp_path / "res"
+    code, stdout, err = run(
+        capsys,
+        "fit",
+        AIRLINE,
+        "--search",
+        "cks",
+        "--budget",
+        "6",
+        "--restarts",
+        "2",
+        "--out",
+        str(out),
+        "--quiet",
+    )
+    assert code == 0, err
+    doc = json.loads((out / "result.json").read_text())
+    validate_result_json(doc)
+    assert doc["search"]["method"] == "cks" and doc["search"]["evaluations"] == 6
+    assert len(doc["history"]) == 6
+    assert stdout.strip() == doc["best"]["expression"]
+    for name in ("report.md", "fit.png", "components.png", "convergence.png"):
+        assert (out / name).stat().st_size > 1000
+
+
+def test_fit_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
+    out = tmp_path / "res"
+    out.mkdir()
+    (out / "result.json").write_text("{}")
+    (out / "mine.txt").write_text("keep me")
+    code, _, err = run(
+        capsys,
+        "fit",
+        AIRLINE,
+        "--search",
+        "random",
+        "--budget",
+        "2",
+        "--restarts",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+    )
+    assert code != 0 and "--force" in err and err.count("\n") == 1
+    assert (out / "result.json").read_text() == "{}"
+    code, _, err = run(
+        capsys,
+        "fit",
+        AIRLINE,
+        "--search",
+        "random",
+        "--budget",
+        "2",
+        "--restarts",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+        "--force",
+    )
+    assert code == 0, err
+    assert (out / "mine.txt").read_text() == "keep me"  # other files are never touched
+    validate_result_json(json.loads((out / "result.json").read_text()))
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "fragment"),
+    [
+        (None, [], "file not found"),
+        ("a,b\nx,y\nz,w\n", [], "no numeric column"),
+        ("x,y\n1,2\n2,3\n3,4\n4,5\n5,6\n", ["--y", "value"], "columns are 'x', 'y'"),
+        ("x,y\n1,2\n2,nan\n3,4\n4,5\n5,6\n6,1\n", [], "NaN/inf"),
+        ("x,y\n1,2\n2,3\n3,4\n", [], "at least 5"),
+        ("x,y\n1,2\n2,2\n3,2\n4,2\n5,2\n6,2\n", [], "constant"),
+    ],
+)
+def test_bad_input_one_line_error(tmp_path, capsys, content, extra, fragment) -> None:
+    path = tmp_path / "data.csv"
+    if content is not None:
+        path.write_text(content)
+    code, stdout, err = run(
+        capsys,
+        "fit",
+        str(path),
+        "--search",
+        "cks",
+        "--budget",
+        "1",
+        "--out",
+        str(tmp_path / "o"),
+        "--quiet",
+        *extra,
+    )
+    assert code != 0
+    assert fragment in err and err.count("\n") == 1 and err.startswith("prolas: error:")
+    assert "Traceback" not in err and stdout == ""
+
+
+def test_dropna_fits_after_dropping(tmp_path, capsys) -> None:
+    path = tmp_path / "d.csv"
+    rows = "\n".join(f"{i},{(i * 7) % 5 + 0.1 * i}" for i in range(12))
+    path.write_text("x,y\n" + rows + "\n12,nan\n")
+    code, _, err = run(
+        capsys,
+        "fit",
+        str(path),
+        "--search",
+        "random",
+        "--budget",
+        "2",
+        "--restarts",
+        "1",
+        "--out",
+        str(tmp_path / "o"),
+        "--dropna",
+        "--quiet",
+    )
+    assert code == 0, err
+
+
+def test_describe(capsys) -> None:
+    code, out, _ = run(capsys, "describe", "(SE + PER) × lin")
+    assert code == 0 and "canonical: LIN*PER + LIN*SE" in out and "k:         8" in out
+    code, _, err = run(capsys, "describe", "SE + + PER")
+    assert code != 0 and "position" in err and err.count("\n") == 1
+
+
+def test_console_script_help_and_bad_input() -> None:
+    exe = Path(sys.executable).parent / "prolas"
+    help_text = subprocess.run([exe, "fit", "--help"], capture_output=True, text=True, check=True)
+    assert "--budget" in help_text.stdout and "--search" in help_text.stdout
+    bad = subprocess.run([exe, "fit", "nope.csv"], capture_output=True, text=True)
+    assert bad.returncode != 0 and bad.stderr.strip() == "prolas: error: nope.csv: file not found"
