@@ -1,0 +1,117 @@
+"""A persistent, shared cache of GP scores for benchmarks and comparisons.
+
+A GP fit is a deterministic function of (data, fit settings, expression): the
+restarts are seeded from the fit seed and the canonical expression
+(:func:`prolas.gp.fit_gp`). Comparing methods over many seeds therefore re-fits the
+same expressions again and again; :class:`CachedScorer` stores each score once in a
+JSON-lines file keyed by a fingerprint of the data and the fit settings, so every
+method and seed sees *identical* scores for the same expression (a fairer
+comparison) and the grid costs only its distinct expressions.
+
+The evaluation count and the per-evaluation ``seconds`` recorded in a history are
+those of the original fit, so budgets and cost figures stay honest; wall-clock time
+of a cached benchmark run is *not* a measure of search cost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from dataclasses import asdict
+from pathlib import Path
+
+from prolas.expr import Expression
+from prolas.gp import FitResult, GPScorer
+from prolas.search.evaluator import Score
+
+__all__ = ["CachedScorer", "scorer_fingerprint"]
+
+
+def scorer_fingerprint(scorer: GPScorer) -> str:
+    """SHA-256 (16 hex) of the data values and the fit configuration."""
+    h = hashlib.sha256()
+    h.update(scorer.dataset.x.tobytes())
+    h.update(scorer.dataset.y.tobytes())
+    h.update(json.dumps(asdict(scorer.config), sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+class CachedScorer:
+    """Wrap a :class:`GPScorer` with an append-only JSONL cache at ``path``.
+
+    Each line: ``{"key": fingerprint, "expression": ..., "fit": FitResult fields}``.
+    Lines of other fingerprints (other data or settings) are ignored, so one file can
+    serve several data sets. A torn last line is skipped.
+    """
+
+    def __init__(self, scorer: GPScorer, path: str | Path) -> None:
+        self.scorer = scorer
+        self.path = Path(path)
+        self.key = scorer_fingerprint(scorer)
+        self._lock = threading.Lock()
+        self._table: dict[str, FitResult] = {}
+        self.hits = 0
+        self.misses = 0
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn final line from an interrupted run
+                if row.get("key") == self.key:
+                    self._table[row["expression"]] = _fit_from_row(row["fit"])
+
+    def __call__(self, expr: Expression) -> Score:
+        key = str(expr)
+        with self._lock:
+            hit = self._table.get(key)
+        if hit is not None:
+            self.hits += 1
+            return hit.to_score()
+        self.misses += 1
+        score = self.scorer(expr)
+        fit = score.fit
+        if isinstance(fit, FitResult):
+            with self._lock:
+                self._table[key] = fit
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.path, "a", encoding="utf-8") as fh:
+                    row = {"key": self.key, "expression": key, "fit": _fit_to_row(fit)}
+                    fh.write(json.dumps(row) + "\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+        return score
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+def _fit_to_row(fit: FitResult) -> dict:
+    return {
+        "status": fit.status,
+        "n": fit.n,
+        "n_params": fit.n_params,
+        "seconds": fit.seconds,
+        "error": fit.error,
+        "restarts": fit.restarts,
+        "best": fit.to_json() if fit.ok else None,
+        "expression": fit.expression,
+    }
+
+
+def _fit_from_row(row: dict) -> FitResult:
+    if row["status"] == "ok" and row["best"] is not None:
+        fit = FitResult.from_json(row["best"], n=row["n"])
+        return FitResult(
+            **{**fit.__dict__, "seconds": row["seconds"], "restarts": row.get("restarts", 0)}
+        )
+    return FitResult(
+        expression=row["expression"],
+        status="failed",
+        n=row["n"],
+        n_params=row["n_params"],
+        seconds=row["seconds"],
+        error=row["error"],
+    )
