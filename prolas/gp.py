@@ -41,13 +41,12 @@ from dataclasses import dataclass, field
 import gpytorch
 import numpy as np
 import torch
-from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import AdditiveKernel, ProductKernel, ScaleKernel
 
 from prolas.data import Dataset
 from prolas.errors import NumericsWarning
 from prolas.expr import BASE_KERNELS, Expression, parse
-from prolas.kernels import KERNEL_MODULES
+from prolas.kernels import KERNEL_MODULES, log_positive
 from prolas.search.evaluator import Score
 
 __all__ = [
@@ -96,7 +95,7 @@ class FitConfig:
     """
 
     restarts: int = 8
-    max_iter: int = 150
+    max_iter: int = 100
     seed: int = 0
     attempts: int = 2
     tolerance: float = 1e-7
@@ -230,7 +229,9 @@ def build_covar_module(
             kwargs = {"period_floor": period_floor} if name == "PER" else {}
             factors.append(cls(batch_shape=batch_shape, **kwargs))
         base = factors[0] if len(factors) == 1 else ProductKernel(*factors)
-        terms.append(ScaleKernel(base, batch_shape=batch_shape))
+        terms.append(
+            ScaleKernel(base, batch_shape=batch_shape, outputscale_constraint=log_positive())
+        )
     return AdditiveKernel(*terms)
 
 
@@ -367,7 +368,7 @@ class _BatchModel(torch.nn.Module):
         super().__init__()
         self.covar = build_covar_module(expr, torch.Size([R]), period_floor=floor)
         self.likelihood = gpytorch.likelihoods.GaussianLikelihood(
-            batch_shape=torch.Size([R]), noise_constraint=GreaterThan(NOISE_FLOOR)
+            batch_shape=torch.Size([R]), noise_constraint=log_positive(NOISE_FLOOR)
         )
 
     def covariance(self, x: torch.Tensor) -> torch.Tensor:
@@ -392,7 +393,7 @@ def _optimise(
         lr=1.0,
         max_iter=max_iter,
         tolerance_grad=tolerance,
-        tolerance_change=1e-10,
+        tolerance_change=1e-8,
         history_size=20,
         line_search_fn="strong_wolfe",
     )

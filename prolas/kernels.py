@@ -26,10 +26,20 @@ from __future__ import annotations
 import math
 
 import torch
-from gpytorch.constraints import GreaterThan, Positive
+from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import Kernel
 
-__all__ = ["SEKernel", "LINKernel", "PERKernel", "RQKernel", "KERNEL_MODULES"]
+__all__ = ["SEKernel", "LINKernel", "PERKernel", "RQKernel", "KERNEL_MODULES", "log_positive"]
+
+
+def log_positive(lower: float = 0.0) -> GreaterThan:
+    """``value = lower + exp(raw)``: a log parametrisation of positive scale parameters.
+
+    L-BFGS converges much faster in log space than through GPyTorch's default
+    softplus, which is linear for large values (lengthscales, variances and periods
+    all live on log scales).
+    """
+    return GreaterThan(lower, transform=torch.exp, inv_transform=torch.log)
 
 
 def _diff(x1: torch.Tensor, x2: torch.Tensor, diag: bool) -> torch.Tensor:
@@ -77,7 +87,7 @@ class SEKernel(_BaseKernel):
 
     def __init__(self, batch_shape: torch.Size = torch.Size()) -> None:
         super().__init__(batch_shape)
-        self._param("lengthscale", Positive())
+        self._param("lengthscale", log_positive())
 
     def forward(self, x1, x2, diag: bool = False, **params):
         d = _diff(x1, x2, diag)
@@ -109,9 +119,9 @@ class PERKernel(_BaseKernel):
 
     def __init__(self, batch_shape: torch.Size = torch.Size(), period_floor: float = 0.0) -> None:
         super().__init__(batch_shape)
-        self._param("lengthscale", Positive())
+        self._param("lengthscale", log_positive())
         floor = float(period_floor)
-        self._param("period", GreaterThan(floor) if floor > 0 else Positive())
+        self._param("period", log_positive(floor))
         self.period_floor = floor
 
     def forward(self, x1, x2, diag: bool = False, **params):
@@ -129,8 +139,8 @@ class RQKernel(_BaseKernel):
 
     def __init__(self, batch_shape: torch.Size = torch.Size()) -> None:
         super().__init__(batch_shape)
-        self._param("lengthscale", Positive())
-        self._param("alpha", Positive())
+        self._param("lengthscale", log_positive())
+        self._param("alpha", log_positive())
 
     def forward(self, x1, x2, diag: bool = False, **params):
         d = _diff(x1, x2, diag)
