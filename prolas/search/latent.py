@@ -1,0 +1,475 @@
+"""PROLAS: Bayesian optimisation in the KG-VAE latent space (Lu et al., Algorithm 2).
+
+The objective is ``f(z) = BIC(decode(z))`` on the latent box ``Z = [lo, hi]^d`` of a
+trained KG-VAE (:meth:`prolas.vae.TrainedVAE.latent_bounds`), where ``decode(z)`` is
+the most likely expression under the decoder (always valid). Every z is decoded and
+its expression scored by the shared :class:`~prolas.search.evaluator.Evaluator`.
+
+Loop:
+
+1. **Initial design** (``n_init`` points): encoded grammar samples (posterior means of
+   q(z | r), clipped to the box) or a scrambled Sobol design in the box.
+2. **Surrogate**: BoTorch ``SingleTaskGP`` on ``u = (z - lo) / (hi - lo)`` in
+   ``[0, 1]^d`` (``n x d`` float64) with standardised outcomes (``Standardize``),
+   fitted by exact marginal likelihood (``fit_gpytorch_mll``).
+3. **Acquisition**: ``LogExpectedImprovement`` for one proposal per step (q = 1),
+   ``qLogExpectedImprovement`` (quasi-Monte-Carlo) for q > 1, maximised with
+   ``optimize_acqf`` over the unit cube (multi-start L-BFGS-B from ``raw_samples``
+   random points, ``num_restarts`` starts).
+4. **Evaluate**: decode the proposal(s). An expression already evaluated returns its
+   cached BIC at no budget cost, and its (z, BIC) pair still joins the data, so the
+   surrogate learns that the region holds nothing new. Optionally (``avoid_known``)
+   the best restart candidate of the acquisition optimiser that decodes to a *new*
+   expression is evaluated in the same step. After ``stall_limit`` consecutive steps
+   without a new expression the search diversifies: it perturbs the incumbent with
+   growing Gaussian steps in the unit cube and, failing that, draws a grammar sample.
+5. Failed fits get a pessimistic target: the worst successful BIC minus
+   ``max(1, margin * (best - worst))``.
+
+The budget counts unique expensive evaluations (the Evaluator's). Deterministic for a
+seed: the whole search runs under ``torch.random.fork_rng`` seeded with the seed
+(``optimize_acqf`` draws its raw samples from the torch RNG) plus a numpy generator.
+
+Numerics are explicit: the surrogate is fitted and the acquisition evaluated in
+float64 with GPyTorch's fast computations off (dense Cholesky at every size), whatever
+``import botorch`` set globally. :mod:`prolas.gp` computes its own likelihood with a
+torch Cholesky and is unaffected by these settings.
+
+>>> from prolas.search.evaluator import Evaluator, TableScorer
+>>> ev = Evaluator(TableScorer({"LIN*PER": 5.0}, default=0.0), budget=12)
+>>> res = search_prolas(ev, None, SearchConfig(budget=12))   # doctest: +SKIP
+>>> res.evaluations
+12
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from prolas.errors import ProlasError
+from prolas.expr import Expression
+from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from prolas.data import Dataset
+    from prolas.pipeline import SearchConfig
+    from prolas.vae import TrainedVAE
+
+__all__ = ["LatentBOConfig", "search_prolas", "resolve_vae", "quick_vae_config"]
+
+DTYPE = torch.float64
+INIT_DESIGNS = ("grammar", "sobol")
+
+
+@dataclass(frozen=True)
+class LatentBOConfig:
+    """Settings of the latent-space BO loop (defaults measured in benchmarks/compare/).
+
+    Attributes:
+        n_init: size of the initial design (capped at the budget).
+        init: ``grammar`` (encoded grammar samples) or ``sobol`` (Sobol points in the box).
+        num_restarts, raw_samples: ``optimize_acqf`` multi-start settings.
+        mc_samples: quasi-MC samples of qLogEI (q > 1).
+        avoid_known: when the acquisition's best point decodes to a known expression,
+            also evaluate the best restart candidate that decodes to a new one.
+        stall_limit: consecutive steps without a new expression before diversifying.
+        perturb_scales: standard deviations (unit-cube units) of the incumbent
+            perturbations tried when diversifying, each ``perturb_tries`` times.
+        margin: pessimistic target of failed fits, ``worst - max(1, margin * range)``.
+        max_steps_factor: hard cap of ``max_steps_factor * budget`` BO steps.
+        box_quantile, box_expand: passed to :meth:`TrainedVAE.latent_bounds`.
+    """
+
+    n_init: int = 10
+    init: str = "grammar"
+    num_restarts: int = 8
+    raw_samples: int = 256
+    mc_samples: int = 128
+    avoid_known: bool = True
+    stall_limit: int = 20
+    perturb_scales: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4)
+    perturb_tries: int = 25
+    margin: float = 0.1
+    max_steps_factor: int = 20
+    box_quantile: float = 0.001
+    box_expand: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.init not in INIT_DESIGNS:
+            raise ProlasError(f"unknown initial design {self.init!r}; choose from {INIT_DESIGNS}")
+        if self.n_init < 1 or self.num_restarts < 1 or self.raw_samples < 1:
+            raise ProlasError("n_init, num_restarts and raw_samples must be at least 1")
+
+
+def quick_vae_config(latent_dim: int = 4):
+    """Quick data-specific KG-VAE settings for ``--train-vae`` (goal: <= 2 min, 2 cores)."""
+    from prolas.vae import VAEConfig
+
+    return VAEConfig(
+        latent_dim=latent_dim, hidden=(256, 256), epochs=30, patience=5, kl_warmup_epochs=8
+    )
+
+
+#: grammar draws for a quick data-specific KG-VAE
+QUICK_VAE_SAMPLES = 20_000
+
+_LOADED: dict[tuple, TrainedVAE] = {}
+
+
+def resolve_vae(
+    dataset: Dataset | None,
+    config: SearchConfig,
+    log: Callable[[str], None] | None = None,
+) -> TrainedVAE:
+    """The KG-VAE a search uses: ``config.checkpoint`` (shipped name or path), or with
+    ``config.train_vae`` a quick KG-VAE trained on ``dataset``'s inputs (r_d on x).
+
+    Loaded checkpoints are kept in memory (keyed by resolved file and modification time),
+    so multi-seed comparisons load each once.
+    """
+    from pathlib import Path
+
+    from prolas.grammar import Grammar
+    from prolas.vae import load_checkpoint, train_kgvae
+
+    log = log or (lambda s: None)
+    grammar = Grammar.from_file(config.grammar)
+    if config.train_vae:
+        if dataset is None:
+            raise ProlasError("--train-vae needs a data set (r_d is computed on its inputs)")
+        t0 = time.perf_counter()
+        latent_dim = _default_latent_dim()
+        vcfg = quick_vae_config(latent_dim)
+        vcfg = type(vcfg)(**{**asdict(vcfg), "hidden": vcfg.hidden, "seed": config.seed})
+        log(
+            f"training a data-specific KG-VAE on {dataset.n} inputs "
+            f"(latent dim {vcfg.latent_dim}, {QUICK_VAE_SAMPLES} grammar draws, "
+            f"<= {vcfg.epochs} epochs)"
+        )
+        trained = train_kgvae(
+            grammar, vcfg, x=dataset.x, n_samples=QUICK_VAE_SAMPLES, progress=False, evaluate=False
+        )
+        log(f"trained KG-VAE in {time.perf_counter() - t0:.0f} s")
+        return trained
+    stem = str(config.checkpoint)
+    p = Path(stem)
+    key_path = p if p.suffix in (".pt", ".json") else p.with_name(p.name + ".json")
+    mtime = key_path.stat().st_mtime if key_path.is_file() else None
+    key = (stem, mtime, grammar.content_hash)
+    if key not in _LOADED:
+        _LOADED[key] = load_checkpoint(stem, grammar=grammar)
+    trained = _LOADED[key]
+    q = trained.metadata.get("quality", {})
+    acc = q.get("heldout_reconstruction")
+    log(
+        f"loaded checkpoint {config.checkpoint} (latent dim {trained.latent_dim}"
+        + (f", held-out reconstruction {acc:.0%}" if acc is not None else "")
+        + ")"
+    )
+    return trained
+
+
+def _default_latent_dim() -> int:
+    from prolas.vae import list_checkpoints
+
+    for c in list_checkpoints():
+        if c.get("name") == "default" and "latent_dim" in c:
+            return int(c["latent_dim"])
+    return 4
+
+
+@contextlib.contextmanager
+def _numerics():
+    """Float64 dense-Cholesky numerics for the BO surrogate, independent of globals."""
+    import gpytorch
+    import linear_operator
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(
+            gpytorch.settings.fast_computations(
+                covar_root_decomposition=False, log_prob=False, solves=False
+            )
+        )
+        stack.enter_context(linear_operator.settings.max_cholesky_size(2**31 - 1))
+        stack.enter_context(warnings.catch_warnings())
+        # BoTorch warns about standardisation/ill-conditioning that we handle ourselves
+        warnings.simplefilter("ignore")
+        yield
+
+
+class _LatentSearch:
+    """State of one PROLAS run: latent data, targets via the Evaluator, counters."""
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        trained: TrainedVAE,
+        options: LatentBOConfig,
+        seed: int,
+        batch: int,
+        log: Callable[[str], None],
+    ) -> None:
+        self.ev = evaluator
+        self.vae = trained
+        self.opt = options
+        self.seed = seed
+        self.batch = batch
+        self.log = log
+        self.rng = np.random.default_rng(seed)
+        bounds = trained.latent_bounds(options.box_quantile, options.box_expand).to(DTYPE)
+        self.lo, self.width = bounds[0], (bounds[1] - bounds[0]).clamp_min(1e-9)
+        self.d = trained.latent_dim
+        self.U: list[torch.Tensor] = []  # unit-cube points, each (d,)
+        self.E: list[str] = []  # canonical expression of each point
+        self.stats = {
+            "bo_steps": 0,
+            "free_points": 0,
+            "known_proposals": 0,
+            "alternates": 0,
+            "diversifications": 0,
+            "grammar_draws": 0,
+            "surrogate_failures": 0,
+            "stopped": "budget",
+        }
+
+    # --- coordinates -----------------------------------------------------------------
+    def to_unit(self, z: torch.Tensor) -> torch.Tensor:
+        return ((z.to(DTYPE) - self.lo) / self.width).clamp(0.0, 1.0)
+
+    def to_latent(self, u: torch.Tensor) -> torch.Tensor:
+        return self.lo + u.to(DTYPE) * self.width
+
+    def decode(self, u: torch.Tensor) -> list[Expression]:
+        """Most likely expressions of unit-cube points ``b x d``."""
+        return self.vae.decode(self.to_latent(u.reshape(-1, self.d)))
+
+    # --- data ------------------------------------------------------------------------
+    def targets(self) -> torch.Tensor:
+        """``n x 1`` BIC targets; failures get the pessimistic value."""
+        evs = [self.ev.lookup(e) for e in self.E]
+        ok = [e.bic for e in evs if e is not None and e.ok]
+        if not ok:
+            return torch.zeros(len(evs), 1, dtype=DTYPE)
+        lo, hi = min(ok), max(ok)
+        bad = lo - max(1.0, self.opt.margin * (hi - lo))
+        return torch.tensor([[e.bic if e is not None and e.ok else bad] for e in evs], dtype=DTYPE)
+
+    def add(self, u: torch.Tensor, expr: Expression) -> None:
+        self.U.append(u.reshape(self.d).to(DTYPE))
+        self.E.append(str(expr))
+
+    def evaluate(self, points: list[tuple[torch.Tensor, Expression]]) -> int:
+        """Evaluate decoded points; known ones are free. Returns the number of new
+        expressions evaluated. Raises BudgetExhausted once the budget is spent (points
+        whose expressions were evaluated are still recorded)."""
+        exprs = [e for _, e in points]
+        new_before = self.ev.n_unique
+        try:
+            self.ev.evaluate_many(exprs)
+        finally:
+            for u, e in points:
+                if self.ev.seen(e):
+                    self.add(u, e)
+        return self.ev.n_unique - new_before
+
+    # --- initial design --------------------------------------------------------------
+    def initial_design(self) -> None:
+        n = min(self.opt.n_init, self.ev.remaining)
+        if self.opt.init == "sobol":
+            sobol = torch.quasirandom.SobolEngine(self.d, scramble=True, seed=self.seed)
+            pts: list[tuple[torch.Tensor, Expression]] = []
+            fresh: set[str] = set()
+            while len(fresh) < n and len(pts) < 50 * n:
+                u = sobol.draw(1, dtype=DTYPE)[0]
+                e = self.decode(u)[0]
+                pts.append((u, e))
+                if not self.ev.seen(e):
+                    fresh.add(str(e))
+            self.evaluate(pts)
+            return
+        pts, keys = [], set()
+        draws = 0
+        while len(keys) < n and draws < 200 * n:
+            s = self.vae.grammar.sample_sequence(self.rng)
+            draws += 1
+            u = self.to_unit(self.vae.encode_sequences([s]))[0]
+            e = self.decode(u)[0]
+            if str(e) in keys or self.ev.seen(e):
+                continue
+            keys.add(str(e))
+            pts.append((u, e))
+        self.evaluate(pts)
+
+    # --- BO step ---------------------------------------------------------------------
+    def propose(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Candidates from the acquisition optimiser, best first: ``(r x q x d, r)``."""
+        from botorch.acquisition import LogExpectedImprovement, qLogExpectedImprovement
+        from botorch.fit import fit_gpytorch_mll
+        from botorch.models import SingleTaskGP
+        from botorch.models.transforms.outcome import Standardize
+        from botorch.optim import optimize_acqf
+        from botorch.sampling import SobolQMCNormalSampler
+        from gpytorch.mlls import ExactMarginalLogLikelihood
+
+        X = torch.stack(self.U)
+        Y = self.targets()
+        if float(Y.max() - Y.min()) <= 0.0:
+            return None  # nothing to model yet (all equal or all failed)
+        with _numerics():
+            model = SingleTaskGP(X, Y, outcome_transform=Standardize(m=1))
+            mll = ExactMarginalLogLikelihood(model.likelihood, model)
+            try:
+                fit_gpytorch_mll(mll)
+            except Exception:  # ModelFittingError etc.: keep the prior hyperparameters
+                self.stats["surrogate_failures"] += 1
+            model.eval()
+            best_f = float(Y.max())
+            if self.batch == 1:
+                acq = LogExpectedImprovement(model, best_f=best_f)
+            else:
+                sampler = SobolQMCNormalSampler(
+                    torch.Size([self.opt.mc_samples]), seed=int(self.rng.integers(2**31))
+                )
+                acq = qLogExpectedImprovement(model, best_f=best_f, sampler=sampler)
+            bounds = torch.stack([torch.zeros(self.d), torch.ones(self.d)]).to(DTYPE)
+            cands, vals = optimize_acqf(
+                acq,
+                bounds=bounds,
+                q=self.batch,
+                num_restarts=self.opt.num_restarts,
+                raw_samples=self.opt.raw_samples,
+                return_best_only=False,
+                options={"seed": int(self.rng.integers(2**31)), "maxiter": 200},
+            )
+        order = torch.argsort(vals.reshape(-1), descending=True)
+        return cands.reshape(-1, self.batch, self.d)[order].detach(), vals.reshape(-1)[order]
+
+    def step(self) -> int:
+        """One BO iteration; returns the number of new expressions evaluated."""
+        self.stats["bo_steps"] += 1
+        prop = self.propose()
+        if prop is None:
+            return self.diversify()
+        cands, _ = prop
+        top = cands[0]  # q x d
+        exprs = self.decode(top)
+        points = list(zip(top, exprs))
+        known = sum(self.ev.seen(e) for e in exprs)
+        self.stats["known_proposals"] += known
+        self.stats["free_points"] += known
+        new = self.evaluate(points)
+        if new == 0 and self.opt.avoid_known and len(cands) > 1:
+            # the best point is a known expression: take the best restart candidate
+            # (whole q-batch) that decodes to something new
+            for batch in cands[1:]:
+                ex = self.decode(batch)
+                if any(not self.ev.seen(e) for e in ex):
+                    self.stats["alternates"] += 1
+                    new = self.evaluate(list(zip(batch, ex)))
+                    break
+        return new
+
+    def diversify(self) -> int:
+        """Evaluate something new: perturb the incumbent, else draw from the grammar."""
+        self.stats["diversifications"] += 1
+        if self.E:
+            tg = self.targets()[:, 0]
+            best_u = self.U[int(torch.argmax(tg))]
+            for scale in self.opt.perturb_scales:
+                for _ in range(self.opt.perturb_tries):
+                    step = torch.from_numpy(self.rng.normal(0.0, scale, self.d))
+                    u = (best_u + step).clamp(0.0, 1.0)
+                    e = self.decode(u)[0]
+                    if not self.ev.seen(e):
+                        return self.evaluate([(u, e)])
+        for _ in range(2000):
+            s = self.vae.grammar.sample_sequence(self.rng)
+            self.stats["grammar_draws"] += 1
+            u = self.to_unit(self.vae.encode_sequences([s]))[0]
+            e = self.decode(u)[0]
+            if not self.ev.seen(e):
+                return self.evaluate([(u, e)])
+        return 0
+
+    def run(self) -> None:
+        self.initial_design()
+        stall = 0
+        max_steps = self.opt.max_steps_factor * self.ev.budget
+        steps = 0
+        while not self.ev.exhausted:
+            if steps >= max_steps:
+                self.stats["stopped"] = f"step cap ({max_steps} steps)"
+                break
+            steps += 1
+            new = self.step() if stall < self.opt.stall_limit else self.diversify()
+            if new:
+                stall = 0
+            else:
+                stall += 1
+                if stall > self.opt.stall_limit + 1:
+                    self.stats["stopped"] = "no new expressions found"
+                    break
+
+
+def search_prolas(
+    evaluator: Evaluator,
+    dataset: Dataset | None,
+    config: SearchConfig,
+    *,
+    log: Callable[[str], None] | None = None,
+    trained: TrainedVAE | None = None,
+    options: LatentBOConfig | None = None,
+) -> SearchResult:
+    """Run PROLAS through ``evaluator`` until its budget is spent.
+
+    Args:
+        evaluator: the shared Evaluator (cache, budget, history); the only source of
+            scores.
+        dataset: the data (needed only for ``config.train_vae``).
+        config: search settings: ``seed``, ``batch`` (q), ``checkpoint``, ``train_vae``,
+            ``grammar``.
+        log: receives one-line progress messages.
+        trained: a loaded/trained KG-VAE to use instead of ``config.checkpoint``.
+        options: BO-loop settings (:class:`LatentBOConfig`).
+
+    Returns:
+        The common :class:`SearchResult`; ``extra`` records the checkpoint, the latent
+        dimension and box, the options and the loop counters.
+    """
+    log = log or (lambda s: None)
+    options = options or LatentBOConfig()
+    if trained is None:
+        trained = resolve_vae(dataset, config, log)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        state = _LatentSearch(evaluator, trained, options, config.seed, config.batch, log)
+        try:
+            state.run()
+        except BudgetExhausted:
+            pass
+    st = state.stats
+    log(
+        f"PROLAS: {evaluator.n_unique} evaluations, {st['bo_steps']} BO steps, "
+        f"{st['free_points']} proposals decoded to known expressions, "
+        f"{st['diversifications']} diversifications"
+    )
+    extra = {
+        "checkpoint": "trained" if config.train_vae else str(config.checkpoint),
+        "latent_dim": trained.latent_dim,
+        "latent_box": torch.stack([state.lo, state.lo + state.width]).tolist(),
+        "batch": config.batch,
+        "n_points": len(state.U),
+        "options": {
+            k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(options).items()
+        },
+        **st,
+    }
+    return evaluator.result("prolas", config.seed, extra)
