@@ -130,6 +130,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     desc.add_argument("expression", help='kernel expression, e.g. "(SE + PER) * LIN"')
     desc.set_defaults(func=cmd_describe)
+
+    tv = sub.add_parser(
+        "train-vae",
+        help="train a KG-VAE checkpoint on grammar samples",
+        description="Sample expressions from a grammar, encode them as r = [r_g, r_d] and "
+        "train a Kernel Grammar VAE; writes PATH.pt (weights) and PATH.json (metadata).",
+    )
+    tv.add_argument("--grammar", default="default", help="grammar file or shipped name")
+    tv.add_argument(
+        "--data",
+        help="CSV whose inputs r_d is computed on (default: a canonical grid on [0, 1], "
+        "which serves any 1-D series)",
+    )
+    tv.add_argument("--x", help="input column of --data")
+    tv.add_argument("--samples", type=_positive_int, default=50_000, help="grammar samples")
+    tv.add_argument("--latent-dim", type=_positive_int, help="latent dimension")
+    tv.add_argument("--epochs", type=_positive_int, help="maximum epochs (early stopping)")
+    tv.add_argument("--dedupe", action="store_true", help="one sample per canonical expression")
+    tv.add_argument("--seed", type=int, default=0)
+    tv.add_argument("--out", required=True, help="output path stem (writes .pt and .json)")
+    tv.add_argument("--force", action="store_true", help="replace an existing checkpoint")
+    tv.add_argument("--quiet", action="store_true")
+    tv.set_defaults(func=cmd_train_vae)
+
+    ck = sub.add_parser("checkpoints", help="list the shipped KG-VAE checkpoints")
+    ck.add_argument("--dir", help="list checkpoints in this directory instead")
+    ck.set_defaults(func=cmd_checkpoints)
+
+    cmp = sub.add_parser(
+        "compare",
+        help="compare search methods over seeds on one data set (shared fit cache)",
+        description="Run every method x seed through identical Evaluators (one shared GP fit "
+        "cache, DIR/fits.jsonl); write evaluations.csv, convergence.png, summary.md/csv.",
+    )
+    _add_data_args(cmp)
+    cmp.add_argument(
+        "--methods", default="prolas,cks,random", help="comma-separated (default prolas,cks,random)"
+    )
+    cmp.add_argument("--seeds", type=_positive_int, default=20, help="seeds 0..n-1 (default 20)")
+    cmp.add_argument("--budget", type=_positive_int, default=50, help="unique GP fits per run")
+    cmp.add_argument(
+        "--restarts", type=_positive_int, default=4, help="restarts per GP fit (default 4)"
+    )
+    cmp.add_argument("--checkpoint", default="default", help="KG-VAE checkpoint for prolas")
+    cmp.add_argument("--batch", type=_positive_int, default=1, help="proposals per BO step, q")
+    cmp.add_argument("--out", required=True, help="output directory")
+    cmp.add_argument("--quiet", action="store_true", help="no progress bar")
+    cmp.set_defaults(func=cmd_compare)
     return parser
 
 
@@ -146,6 +194,81 @@ def cmd_describe(args: argparse.Namespace) -> int:
     for term in expr.terms:
         parts = ", ".join(f"{f}({', '.join(BASE_KERNELS[f].shape_params)})" for f in term)
         print(f"  {'*'.join(term):<20} variance, {parts}")
+    return 0
+
+
+def cmd_train_vae(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from prolas.grammar import Grammar
+    from prolas.vae import VAEConfig, save_checkpoint, train_kgvae
+
+    stem = Path(args.out)
+    if stem.suffix in (".pt", ".json"):
+        stem = stem.with_suffix("")
+    for suffix in (".pt", ".json"):
+        target = stem.with_suffix(suffix)
+        if target.exists() and not args.force:
+            raise OutputExistsError(f"{target} exists; use --force to replace it")
+    grammar = Grammar.from_file(args.grammar)
+    x = None
+    if args.data:
+        from prolas.data import load_csv
+
+        x = load_csv(args.data, args.x).x
+    changes = {"seed": args.seed, "dedupe": args.dedupe}
+    if args.latent_dim:
+        changes["latent_dim"] = args.latent_dim
+    if args.epochs:
+        changes["epochs"] = args.epochs
+    config = dataclasses.replace(VAEConfig(), **changes)
+    trained = train_kgvae(grammar, config, x=x, n_samples=args.samples, progress=not args.quiet)
+    pt, meta = save_checkpoint(trained, stem)
+    import json
+
+    quality = json.loads(Path(meta).read_text()).get("quality", {})
+    summary = ", ".join(f"{k} {v:.3g}" for k, v in quality.items() if isinstance(v, float))
+    print(f"wrote {pt} and {meta}; {summary}", file=sys.stderr)
+    return 0
+
+
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    from prolas.vae import list_checkpoints
+
+    rows = list_checkpoints(args.dir) if args.dir else list_checkpoints()
+    if not rows:
+        print("no checkpoints found")
+        return 0
+    for row in rows:
+        print(row.get("name", "?"))
+        for key, value in row.items():
+            if key != "name":
+                print(f"  {key}: {value}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from prolas.compare import run_compare
+    from prolas.data import load_csv
+
+    dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+    res = run_compare(
+        dataset,
+        methods,
+        seeds=args.seeds,
+        budget=args.budget,
+        out=args.out,
+        restarts=args.restarts,
+        checkpoint=args.checkpoint,
+        batch=args.batch,
+        progress=not args.quiet,
+        log=say,
+    )
+    if not args.quiet:
+        print((Path(args.out) / "summary.md").read_text(), file=sys.stderr)
+    print("wrote " + ", ".join(str(f) for f in res.files))
     return 0
 
 

@@ -157,3 +157,48 @@ def test_console_script_help_and_bad_input() -> None:
     assert "--budget" in help_text.stdout and "--search" in help_text.stdout
     bad = subprocess.run([exe, "fit", "nope.csv"], capture_output=True, text=True)
     assert bad.returncode != 0 and bad.stderr.strip() == "prolas: error: nope.csv: file not found"
+
+
+def test_train_vae_and_list_checkpoints(tmp_path, capsys) -> None:
+    stem = tmp_path / "ckpt" / "tiny"
+    code, _, err = run(
+        capsys,
+        "train-vae",
+        "--grammar",
+        "small",
+        "--samples",
+        "400",
+        "--epochs",
+        "2",
+        "--latent-dim",
+        "2",
+        "--out",
+        str(stem),
+        "--quiet",
+    )
+    assert code == 0, err
+    assert stem.with_suffix(".pt").stat().st_size > 0
+    meta = json.loads(stem.with_suffix(".json").read_text())
+    assert meta["model"]["latent_dim"] == 2
+    code, out, _ = run(capsys, "checkpoints", "--dir", str(stem.parent))
+    assert code == 0 and "tiny" in out and "latent_dim: 2" in out
+    # an existing checkpoint is never overwritten without --force
+    before = stem.with_suffix(".pt").read_bytes()
+    code, _, err = run(
+        capsys,
+        "train-vae",
+        "--grammar",
+        "small",
+        "--samples",
+        "400",
+        "--epochs",
+        "1",
+        "--out",
+        str(stem),
+        "--quiet",
+    )
+    assert code != 0 and "--force" in err and stem.with_suffix(".pt").read_bytes() == before
+    code, _, err = run(
+        capsys, "train-vae", "--grammar", "nope.toml", "--out", str(tmp_path / "x"), "--quiet"
+    )
+    assert code != 0 and "grammar file not found" in err and err.count("\n") == 1
