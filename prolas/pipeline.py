@@ -15,11 +15,15 @@ import dataclasses
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prolas.data import Dataset
 from prolas.errors import ProlasError
 from prolas.gp import FitConfig, FitResult, GPScorer, fit_gp
 from prolas.search.evaluator import Evaluation, Evaluator, SearchResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from prolas.journal import Journal
 
 __all__ = ["SearchConfig", "METHODS", "make_evaluator", "run_search", "best_fit"]
 
@@ -100,9 +104,23 @@ def run_search(
     executor: Executor | None = None,
     on_result: Callable[[Evaluation], None] | None = None,
     log: Callable[[str], None] | None = None,
+    journal: Journal | None = None,
 ) -> tuple[SearchResult, FitResult | None]:
-    """Run the configured search and return ``(SearchResult, best FitResult)``."""
+    """Run the configured search and return ``(SearchResult, best FitResult)``.
+
+    Args:
+        evaluator: use this Evaluator (else one is made from ``executor`` and
+            ``on_result``; see :func:`make_evaluator`).
+        executor: where the fits run (:func:`prolas.executors.make_executor`);
+            ``None`` fits in-process. Batches are fitted in parallel, with the same
+            result as sequential fitting.
+        journal: a :class:`prolas.journal.Journal`; every finished evaluation is
+            appended to it before the search moves on, and the evaluations it
+            already holds are replayed without refitting (resume).
+    """
     ev = evaluator or make_evaluator(dataset, config, executor=executor, on_result=on_result)
+    if journal is not None:
+        journal.attach(ev)
     result = _STRATEGIES[config.method](ev, dataset, config, log or (lambda s: None))
     return result, best_fit(result, dataset, config)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import BrokenExecutor, Executor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -162,12 +162,27 @@ class Evaluator:
     Args:
         scorer: callable ``Expression -> Score`` (e.g. :class:`prolas.gp.GPScorer`).
         budget: maximum number of unique expensive evaluations.
-        executor: a ``concurrent.futures.Executor`` for :meth:`evaluate_many`;
-            ``None`` runs in-process.
-        on_result: called with each new (non-cached) Evaluation in index order,
-            e.g. to update a progress bar or append to a journal.
-        retries: how many times a scorer that *raised* (e.g. a dead worker) is
-            resubmitted before the evaluation is recorded as failed.
+        executor: a ``concurrent.futures.Executor`` (process pool, Dask client
+            executor; see :func:`prolas.executors.make_executor`) on which
+            :meth:`evaluate_many` fits a whole batch at once; ``None`` runs in-process.
+        on_result: called with each new (non-cached) Evaluation in index order, as
+            soon as it and every earlier proposal of its batch have finished (e.g. to
+            update a progress bar or append to a journal).
+        retries: how many times a fit whose worker *raised* or died is resubmitted
+            before the evaluation is recorded as failed.
+
+    Parallel batches are deterministic: results may arrive in any order, but the
+    history, the indices and the ``on_result`` calls follow the proposal order.
+
+    Worker faults (executor only). A scorer that raises in a worker is resubmitted
+    (to whichever worker is free) up to ``retries`` times, then recorded as failed.
+    A process pool whose worker died fails *every* outstanding fit with
+    ``BrokenExecutor`` without saying which fit killed it, so such a failure is not
+    charged to any expression: the outstanding fits are resubmitted as a batch
+    (a pool from :func:`prolas.executors.make_executor` recreates itself); if the
+    pool breaks again, the remaining fits run one at a time, where a death is
+    attributable and counts as an attempt. A crashing expression therefore ends up
+    ``failed`` and the others are fitted normally.
     """
 
     def __init__(
@@ -180,6 +195,8 @@ class Evaluator:
     ) -> None:
         if budget < 1:
             raise ValueError("budget must be >= 1")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
         self.scorer = scorer
         self.budget = int(budget)
         self.executor = executor
@@ -187,12 +204,15 @@ class Evaluator:
         self.retries = retries
         self.history: list[Evaluation] = []
         self._cache: dict[str, Evaluation] = {}
+        self._replay: dict[str, Evaluation] = {}  # preloaded, not yet re-proposed
         self.cache_hits = 0
+        self.replayed = 0
         self.started = time.perf_counter()
 
     # --- state ------------------------------------------------------------------------
     @property
     def n_unique(self) -> int:
+        """Unique evaluations in the history so far (replayed ones included)."""
         return len(self.history)
 
     @property
@@ -202,6 +222,11 @@ class Evaluator:
     @property
     def exhausted(self) -> bool:
         return self.remaining <= 0
+
+    @property
+    def pending_replay(self) -> int:
+        """Preloaded evaluations the strategy has not proposed again (yet)."""
+        return len(self._replay)
 
     @property
     def best(self) -> Evaluation | None:
@@ -214,14 +239,28 @@ class Evaluator:
     def lookup(self, expr: Expression | str) -> Evaluation | None:
         return self._cache.get(str(expr))
 
-    def preload(self, evaluations: Iterable[Evaluation]) -> None:
-        """Restore finished evaluations (e.g. from a journal) without re-fitting."""
+    def preload(self, evaluations: Iterable[Evaluation], elapsed: float = 0.0) -> None:
+        """Register finished evaluations (e.g. from a journal) for replay, without re-fitting.
+
+        Resuming means re-running the (deterministic) strategy from the start: when it
+        proposes a preloaded expression, the recorded result is returned at once and
+        takes its place in the history exactly as if it had just been fitted (a new
+        index, ``on_result`` is *not* called again). Until then the expression is not
+        :meth:`seen`, so the strategy takes the same decisions as the interrupted run
+        did, and the resumed history equals the uninterrupted one. Preloaded
+        evaluations count against the budget (new fits are limited to
+        ``budget - n_unique - pending_replay``); any the replay never proposes are
+        appended to the history by :meth:`result`, so none is lost.
+
+        Args:
+            evaluations: in their original order; repeated expressions are ignored.
+            elapsed: wall seconds already spent on them (added to ``wall_seconds``).
+        """
         for e in evaluations:
-            if e.expression in self._cache:
+            if e.expression in self._cache or e.expression in self._replay:
                 continue
-            e = replace(e, index=len(self.history) + 1, cached=False)
-            self.history.append(e)
-            self._cache[e.expression] = e
+            self._replay[e.expression] = replace(e, cached=False)
+        self.started -= float(elapsed)
 
     # --- evaluation -------------------------------------------------------------------
     def evaluate(self, expr: Expression) -> Evaluation:
@@ -239,61 +278,127 @@ class Evaluator:
         :class:`BudgetExhausted` *after* those within budget have been recorded.
         """
         exprs = [e if isinstance(e, Expression) else parse(e) for e in exprs]
-        new: list[Expression] = []
+        # distinct expressions not in the history yet, in proposal order
+        fresh: list[Expression] = []
         for e in exprs:
-            if str(e) not in self._cache and e not in new:
-                new.append(e)
-        new = new[: max(self.remaining, 0)]
-        scores = self._run(new)
-        for e, s in zip(new, scores):
-            ev = Evaluation(
-                index=len(self.history) + 1,
-                expression=str(e),
-                status=s.status,
-                bic=s.bic,
-                log_likelihood=s.log_likelihood,
-                n_params=s.n_params,
-                seconds=s.seconds,
-                error=s.error,
-                fit=s.fit,
-            )
-            self.history.append(ev)
-            self._cache[ev.expression] = ev
-            if self.on_result is not None:
-                self.on_result(ev)
+            if str(e) not in self._cache and e not in fresh:
+                fresh.append(e)
+        # fits to run: the fresh ones without a replayable result, within the budget
+        allowed = max(self.budget - self.n_unique - len(self._replay), 0)
+        # keep the proposal order; a replayed result uses no new budget
+        plan: list[Expression] = []
+        fits: list[Expression] = []
+        for e in fresh:
+            if str(e) in self._replay:
+                plan.append(e)
+            elif len(fits) < allowed:
+                plan.append(e)
+                fits.append(e)
+        fit_pos = {str(e): i for i, e in enumerate(fits)}
+        emitted = 0
+
+        def emit_upto(k: int, score: Score | None) -> None:
+            """Append every planned entry before fit k (replays), then fit k itself."""
+            nonlocal emitted
+            while emitted < len(plan):
+                e = plan[emitted]
+                key = str(e)
+                if key in self._replay:
+                    self._append(replace(self._replay.pop(key), index=self.n_unique + 1))
+                    self.replayed += 1
+                    emitted += 1
+                    continue
+                if fit_pos[key] != k or score is None:
+                    return
+                self._record(e, score)
+                emitted += 1
+                return
+
+        self._run(fits, lambda i, s: emit_upto(i, s))
+        emit_upto(-1, None)  # trailing replays
         out = []
         for e in exprs:
             hit = self._cache.get(str(e))
             if hit is None:
                 raise BudgetExhausted(f"budget of {self.budget} evaluations is spent")
             out.append(hit)
-        fresh = {str(n) for n in new}
-        self.cache_hits += sum(str(e) not in fresh for e in exprs)
-        return [replace(h, cached=str(e) not in fresh) for e, h in zip(exprs, out)]
+        fresh_keys = {str(n) for n in fresh}
+        self.cache_hits += sum(str(e) not in fresh_keys for e in exprs)
+        return [replace(h, cached=str(e) not in fresh_keys) for e, h in zip(exprs, out)]
 
-    def _run(self, exprs: list[Expression]) -> list[Score]:
+    def _append(self, ev: Evaluation) -> None:
+        self.history.append(ev)
+        self._cache[ev.expression] = ev
+
+    def _record(self, e: Expression, s: Score) -> None:
+        ev = Evaluation(
+            index=self.n_unique + 1,
+            expression=str(e),
+            status=s.status,
+            bic=s.bic,
+            log_likelihood=s.log_likelihood,
+            n_params=s.n_params,
+            seconds=s.seconds,
+            error=s.error,
+            fit=s.fit,
+        )
+        self._append(ev)
+        if self.on_result is not None:
+            self.on_result(ev)
+
+    def _run(self, exprs: list[Expression], emit: Callable[[int, Score], None]) -> None:
+        """Score ``exprs``, calling ``emit(i, score)`` for i = 0, 1, ... in order."""
         if not exprs:
-            return []
+            return
         if self.executor is None:
-            return [self._call_safely(e) for e in exprs]
-        # submit the whole batch first, then collect in proposal order (deterministic)
-        futures = [self.executor.submit(self.scorer, e) for e in exprs]
-        return [self._collect(e, fut) for e, fut in zip(exprs, futures)]
+            for i, e in enumerate(exprs):
+                emit(i, self._call_safely(e))
+            return
+        self._run_on_executor(exprs, emit)
 
-    def _collect(self, expr: Expression, future) -> Score:
-        """Result of a future; a raising/dead worker is retried, then recorded as failed."""
-        attempts = 0
-        while True:
-            try:
-                return future.result()
-            except Exception as exc:  # a worker died or the scorer raised: retry, then record
-                attempts += 1
-                if attempts > self.retries:
-                    return Score.failed(expr, f"worker error: {type(exc).__name__}: {exc}")
-                try:
-                    future = self.executor.submit(self.scorer, expr)
-                except Exception as exc2:  # executor itself is broken: score in-process
-                    return self._call_safely(expr, note=f"executor failed ({exc2}); ")
+    def _run_on_executor(self, exprs: list[Expression], emit: Callable[[int, Score], None]) -> None:
+        """Submit the whole batch, collect in proposal order, retry faults (class docstring)."""
+        n = len(exprs)
+        scores: dict[int, Score] = {}
+        attempts = [0] * n
+        shared_breaks = 0
+        flushed = 0
+
+        def flush() -> None:
+            nonlocal flushed
+            while flushed in scores:
+                emit(flushed, scores[flushed])
+                flushed += 1
+
+        while len(scores) < n:
+            pending = [i for i in range(n) if i not in scores]
+            # after two pool deaths that hit several fits at once, isolate the culprit
+            groups = [[i] for i in pending] if shared_breaks >= 2 else [pending]
+            broke = False
+            for group in groups:
+                futures = {}
+                for i in group:
+                    try:
+                        futures[i] = self.executor.submit(self.scorer, exprs[i])
+                    except Exception as exc:  # executor cannot take work: fit in-process
+                        scores[i] = self._call_safely(
+                            exprs[i], note=f"executor unavailable ({type(exc).__name__}); "
+                        )
+                for i, fut in futures.items():
+                    try:
+                        scores[i] = fut.result()
+                    except Exception as exc:
+                        if isinstance(exc, BrokenExecutor) and len(futures) > 1:
+                            broke = True  # which of the running fits killed the worker is unknown
+                        else:
+                            attempts[i] += 1
+                            if attempts[i] > self.retries:
+                                scores[i] = Score.failed(
+                                    exprs[i], f"worker error: {type(exc).__name__}: {exc}"
+                                )
+                    flush()
+            shared_breaks += broke
+        flush()
 
     def _call_safely(self, expr: Expression, note: str = "") -> Score:
         t0 = time.perf_counter()
@@ -305,11 +410,15 @@ class Evaluator:
             )
 
     def result(self, method: str, seed: int, extra: dict | None = None) -> SearchResult:
+        """The search so far; preloaded evaluations never replayed are appended last."""
+        history = list(self.history)
+        for e in self._replay.values():
+            history.append(replace(e, index=len(history) + 1))
         return SearchResult(
             method=method,
             seed=seed,
             budget=self.budget,
-            history=list(self.history),
+            history=history,
             wall_seconds=time.perf_counter() - self.started,
             extra=dict(extra or {}),
         )

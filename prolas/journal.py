@@ -1,0 +1,395 @@
+"""Crash-safe search journal (``OUT/journal.jsonl``) and resuming from it.
+
+File format (JSON lines, UTF-8):
+
+* line 1, the header: ``{"prolas_journal": 1, "fingerprint": {...}}``. The
+  fingerprint (:func:`fingerprint`) names everything that decides which expressions
+  a search proposes and what they score: a SHA-256 of the data values, the method,
+  the seed, the GP fit settings (restarts, iterations, ...) and the method's own
+  settings (CKS depth; grammar content hash; batch; checkpoint; surrogate). The
+  budget is *not* part of it: a run may be resumed with a larger budget.
+* one line per finished evaluation, in history order: the
+  :class:`~prolas.search.evaluator.Evaluation` fields, ``elapsed`` (wall seconds
+  since the search started) and ``fit``, the fitted model (the ``best`` block of
+  result.json plus ``n``, ``seconds``, ``restarts``; ``null`` for a failed fit), so
+  the best model of a resumed search needs no refit.
+
+Every line is written, flushed and ``fsync``-ed by :meth:`Journal.append` from the
+Evaluator's ``on_result`` hook, i.e. before the search sees the result and moves on.
+Durability therefore costs one fsync (≈ milliseconds) per GP fit (≈ seconds).
+
+Reading. A last line that does not parse (a write cut off by a crash or power cut)
+is dropped with a :class:`JournalWarning` and cut from the file before appending;
+a bad line anywhere else is a :class:`JournalError` naming the line.
+
+Resuming (:meth:`Journal.attach`) preloads the journalled evaluations into the
+Evaluator for *replay* (:meth:`~prolas.search.evaluator.Evaluator.preload`): the
+strategy runs again from the start with the same seed, and every proposal that was
+journalled returns its recorded result instantly, without a fit. For the
+deterministic strategies (CKS, random, structural BO, PROLAS BO: each seeds all its
+randomness from the seed, and its decisions depend only on the scores it receives)
+the replay retraces the interrupted run exactly, including the BO surrogate data and
+the RNG state, because the replayed scores are bit-identical (JSON round-trips
+Python floats exactly); the search then continues where the crash stopped it.
+
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "journal.jsonl"
+>>> j = Journal.create(p, {"method": "cks"})
+>>> from prolas.search.evaluator import Evaluation
+>>> j.append(Evaluation(1, "SE", "ok", -35.0, -27.5, 3, 0.4, None), elapsed=0.5)
+>>> j.close()
+>>> [e.expression for e in Journal.resume(p, {"method": "cks"}).entries]
+['SE']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+import warnings
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prolas.errors import OutputExistsError, ProlasError
+from prolas.expr import parse
+from prolas.search.evaluator import Evaluation, Evaluator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from prolas.data import Dataset
+    from prolas.pipeline import SearchConfig
+
+__all__ = [
+    "JOURNAL_NAME",
+    "Journal",
+    "JournalError",
+    "JournalWarning",
+    "fingerprint",
+    "read_journal",
+    "open_journal",
+]
+
+JOURNAL_NAME = "journal.jsonl"
+FORMAT_VERSION = 1
+_ENTRY_KEYS = (
+    "index",
+    "expression",
+    "status",
+    "bic",
+    "log_likelihood",
+    "n_params",
+    "seconds",
+    "error",
+)
+
+
+class JournalError(ProlasError):
+    """A journal is missing, corrupt, or belongs to a different data set or settings."""
+
+
+class JournalWarning(UserWarning):
+    """A recoverable journal problem (a torn last line was dropped)."""
+
+
+# --- fingerprint ---------------------------------------------------------------------------
+
+
+def data_hash(dataset: Dataset) -> str:
+    """SHA-256 (16 hex) of the data values the GPs are fitted on (x and y, float64)."""
+    h = hashlib.sha256()
+    h.update(dataset.x.astype("float64").tobytes())
+    h.update(dataset.y.astype("float64").tobytes())
+    return h.hexdigest()[:16]
+
+
+def fingerprint(dataset: Dataset, config: SearchConfig) -> dict[str, Any]:
+    """What must match for a journal to be resumed (everything except the budget).
+
+    Only the settings the chosen method uses are included, so e.g. ``--depth`` does
+    not block resuming a random search.
+    """
+    fp: dict[str, Any] = {
+        "data": data_hash(dataset),
+        "n": int(dataset.n),
+        "method": config.method,
+        "seed": int(config.seed),
+        "fit": asdict(config.fit_config),
+    }
+    if config.method == "cks":
+        fp["depth"] = int(config.depth)
+    else:
+        from prolas.grammar import Grammar
+
+        fp["grammar"] = Grammar.from_file(config.grammar).content_hash
+        fp["batch"] = int(config.batch)
+    if config.method == "prolas":
+        fp["checkpoint"] = config.checkpoint
+        fp["train_vae"] = bool(config.train_vae)
+    if config.method == "structural":
+        fp["surrogate"] = config.surrogate
+        fp["acq_opt"] = config.acq_opt
+    return json.loads(json.dumps(fp))  # normalise (tuples -> lists) for comparison
+
+
+def _differences(old: dict, new: dict) -> list[str]:
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += [f"{key}.{d}" for d in _differences(a, b)]
+        else:
+            out.append(f"{key} {a!r} -> {b!r}" if key != "data" else "data values")
+    return out
+
+
+# --- entries ---------------------------------------------------------------------------
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is None or math.isfinite(v) else None
+
+
+def entry_to_json(ev: Evaluation, elapsed: float) -> dict[str, Any]:
+    """One journal line for an evaluation (non-finite numbers become null)."""
+    from prolas.gp import FitResult
+
+    d: dict[str, Any] = {k: getattr(ev, k) for k in _ENTRY_KEYS}
+    for k in ("bic", "log_likelihood", "seconds"):
+        d[k] = _finite(d[k])
+    d["elapsed"] = round(float(elapsed), 4)
+    fit = ev.fit
+    if isinstance(fit, FitResult) and fit.ok:
+        best = fit.to_json()
+        d["fit"] = {**best, "n": fit.n, "seconds": fit.seconds, "restarts": fit.restarts}
+    else:
+        d["fit"] = None
+    return d
+
+
+def entry_from_json(d: Any) -> tuple[Evaluation, float]:
+    """Inverse of :func:`entry_to_json`; ``ValueError``/``KeyError``/``TypeError`` if malformed."""
+    from prolas.gp import FitResult
+
+    if not isinstance(d, dict):
+        raise TypeError("not a JSON object")
+    missing = [k for k in (*_ENTRY_KEYS, "elapsed", "fit") if k not in d]
+    if missing:
+        raise KeyError(f"missing {missing[0]!r}")
+    expr = d["expression"]
+    if not isinstance(expr, str) or str(parse(expr)) != expr:
+        raise ValueError(f"expression {expr!r} is not canonical")
+    if d["status"] not in ("ok", "failed"):
+        raise ValueError(f"status {d['status']!r}")
+    fit = None
+    if d["fit"] is not None:
+        f = d["fit"]
+        fit = FitResult.from_json(f, n=int(f["n"]))
+        fit = replace(fit, seconds=float(f["seconds"]), restarts=int(f["restarts"]))
+    ev = Evaluation(
+        index=d["index"],
+        expression=expr,
+        status=d["status"],
+        bic=d["bic"],
+        log_likelihood=d["log_likelihood"],
+        n_params=int(d["n_params"]),
+        seconds=float(d["seconds"] if d["seconds"] is not None else math.nan),
+        error=d["error"],
+        fit=fit,
+    )
+    return ev, float(d["elapsed"])
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+def read_journal(path: str | Path) -> tuple[dict | None, list[Evaluation], float, int | None]:
+    """Parse a journal.
+
+    Returns:
+        ``(header, entries, elapsed, keep_bytes)``: the header (``None`` if the file
+        is empty or only holds a torn header), the evaluations in order, the wall
+        seconds of the last one, and the byte length of the valid prefix when a torn
+        last line was dropped (``None`` if the file is intact).
+    Raises:
+        JournalError: a bad line before the last, or a first line that is not a header.
+    """
+    path = Path(path)
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the file ends with a newline, as it should
+    header: dict | None = None
+    entries: list[Evaluation] = []
+    elapsed = 0.0
+    offset = 0
+    keep: int | None = None
+    for i, line in enumerate(lines):
+        last = i == len(lines) - 1
+        try:
+            d = json.loads(line.decode("utf-8"))
+            if i == 0:
+                if not isinstance(d, dict) or d.get("prolas_journal") != FORMAT_VERSION:
+                    raise JournalError(f"{path} is not a prolas journal (line 1 is no header)")
+                if not isinstance(d.get("fingerprint"), dict):
+                    raise ValueError("header without a fingerprint")
+                header = d
+            else:
+                ev, elapsed = entry_from_json(d)
+                entries.append(ev)
+        except JournalError:
+            raise
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError, ProlasError) as exc:
+            if not last:
+                raise JournalError(
+                    f"{path} line {i + 1} is corrupt ({type(exc).__name__}: {exc}); "
+                    "fix or delete that line, or start over with --force"
+                ) from None
+            warnings.warn(
+                f"{path}: dropped a torn last line (line {i + 1}, {len(line)} bytes): the "
+                "previous run stopped while writing it; that evaluation will be redone",
+                JournalWarning,
+                stacklevel=2,
+            )
+            keep = offset
+        offset += len(line) + 1
+    if keep is None and raw and not raw.endswith(b"\n"):
+        keep = len(raw)  # complete last line without its newline: add it before appending
+    return header, entries, elapsed, keep
+
+
+# --- the journal ---------------------------------------------------------------------------
+
+
+class Journal:
+    """An append-only, fsync-ed journal of one search (see the module docstring).
+
+    Use :meth:`create` for a new search, :meth:`resume` to continue one, then
+    :meth:`attach` it to the Evaluator.
+
+    Attributes:
+        path: the journal file.
+        fingerprint: the settings it belongs to.
+        entries: evaluations read from the file when resuming (empty for a new one).
+        elapsed: wall seconds the journalled part of the search took.
+    """
+
+    def __init__(self, path: Path, fp: dict, entries: list[Evaluation], elapsed: float) -> None:
+        self.path = path
+        self.fingerprint = fp
+        self.entries = entries
+        self.elapsed = elapsed
+        self.appended = 0
+        self._fh = open(path, "ab")  # noqa: SIM115 - closed by close()
+
+    @classmethod
+    def create(cls, path: str | Path, fp: dict) -> Journal:
+        """Start a new journal at ``path`` (replacing any file there) with a header."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = {"prolas_journal": FORMAT_VERSION, "fingerprint": fp}
+        with open(path, "wb") as fh:
+            fh.write(json.dumps(header, allow_nan=False).encode() + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        return cls(path, fp, [], 0.0)
+
+    @classmethod
+    def resume(cls, path: str | Path, fp: dict) -> Journal:
+        """Open an existing journal to continue its search.
+
+        Raises:
+            JournalError: no journal, a corrupt line other than the last, or a
+                fingerprint that differs from ``fp`` (other data or settings).
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise JournalError(
+                f"--resume: no journal at {path}; nothing to resume (run without --resume)"
+            )
+        header, entries, elapsed, keep = read_journal(path)
+        if header is None:  # nothing was journalled, not even the whole header
+            warnings.warn(
+                f"{path} held no complete header; starting afresh", JournalWarning, stacklevel=2
+            )
+            return cls.create(path, fp)
+        old = header["fingerprint"]
+        if old != fp:
+            diff = ", ".join(_differences(old, fp))
+            raise JournalError(
+                f"{path} belongs to a different search ({diff}); resume with the same data "
+                "and settings (only --budget may change), or use another --out or --force"
+            )
+        if keep is not None:  # cut a torn tail (or complete a missing newline)
+            with open(path, "r+b") as fh:
+                fh.truncate(keep)
+                if keep and not _ends_with_newline(fh, keep):
+                    fh.seek(keep)
+                    fh.write(b"\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        return cls(path, fp, entries, elapsed)
+
+    def append(self, ev: Evaluation, elapsed: float) -> None:
+        """Write one evaluation durably (write, flush, fsync) before returning."""
+        line = json.dumps(entry_to_json(ev, elapsed), allow_nan=False).encode() + b"\n"
+        self._fh.write(line)
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.appended += 1
+
+    def attach(self, evaluator: Evaluator) -> None:
+        """Preload the journalled evaluations for replay and journal every new one.
+
+        The journal write runs before any ``on_result`` callback the evaluator
+        already had (e.g. a progress bar).
+        """
+        evaluator.preload(self.entries, elapsed=self.elapsed)
+        downstream = evaluator.on_result
+
+        def on_result(ev: Evaluation) -> None:
+            self.append(ev, time.perf_counter() - evaluator.started)
+            if downstream is not None:
+                downstream(ev)
+
+        evaluator.on_result = on_result
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _ends_with_newline(fh, size: int) -> bool:
+    fh.seek(size - 1)
+    return fh.read(1) == b"\n"
+
+
+def open_journal(
+    out: str | Path, dataset: Dataset, config: SearchConfig, *, resume: bool, force: bool
+) -> Journal:
+    """The CLI's journal policy for ``prolas fit --out OUT``.
+
+    ``resume``: continue ``OUT/journal.jsonl`` (must exist and match). Otherwise a new
+    journal is started; an existing one (an unfinished or earlier run) is only
+    replaced with ``force``.
+    """
+    path = Path(out) / JOURNAL_NAME
+    fp = fingerprint(dataset, config)
+    if resume:
+        return Journal.resume(path, fp)
+    if path.exists() and not force:
+        raise OutputExistsError(
+            f"{out} holds the journal of an earlier run ({JOURNAL_NAME}); use --resume to "
+            "continue it, --force to start over, or another --out"
+        )
+    return Journal.create(path, fp)
