@@ -178,7 +178,85 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--out", required=True, help="output directory")
     cmp.add_argument("--quiet", action="store_true", help="no progress bar")
     cmp.set_defaults(func=cmd_compare)
+
+    _add_bench_parser(sub)
     return parser
+
+
+def _add_bench_parser(sub) -> None:
+    """``prolas bench``: search-quality grid, --extrapolation, --performance."""
+    b = sub.add_parser(
+        "bench",
+        help="benchmark grids: methods x data sets x seeds, extrapolation, performance",
+        description="Search-quality grid over data/<name>.csv (default), or --extrapolation "
+        "(search on <name>_train.csv, RMSE on <name>_test.csv, next to ABCD's published RMSE), "
+        "or --performance (seconds per fit vs N, restart batching, evaluations/s, memory). "
+        "All fits of a data set share one GP fit cache (OUT/fits/<name>.jsonl); finished "
+        "cells are skipped with --resume.",
+    )
+    mode = b.add_mutually_exclusive_group()
+    mode.add_argument("--extrapolation", action="store_true", help="held-out extrapolation")
+    mode.add_argument("--performance", action="store_true", help="write OUT/PERFORMANCE.md")
+    b.add_argument(
+        "--datasets", default="airline", help="comma-separated names in --data-dir, or 'all'"
+    )
+    b.add_argument(
+        "--methods",
+        default="prolas,cks,random",
+        help="comma-separated: prolas, cks, random, structural[:SURROGATE[:OPTIMISER]] "
+        "(e.g. structural:arc, structural:ot:local)",
+    )
+    b.add_argument("--seeds", type=_positive_int, default=5, help="seeds 0..S-1 (default 5)")
+    b.add_argument("--budget", type=_positive_int, default=50, help="unique GP fits per search")
+    b.add_argument(
+        "--restarts", type=_positive_int, default=4, help="restarts per GP fit (default 4)"
+    )
+    b.add_argument(
+        "--max-points",
+        type=_positive_int,
+        default=500,
+        help="search longer series on an evenly spaced thinning of this size (default 500)",
+    )
+    b.add_argument(
+        "--refit-full",
+        action="store_true",
+        help="extrapolation: re-optimise the best model on all training points when the "
+        "search ran on a thinning (default: condition on them with the thinning's "
+        "hyperparameters)",
+    )
+    b.add_argument("--data-dir", default="data", help="where <name>.csv files live (default data)")
+    b.add_argument("--grammar", default="default", help="grammar for random/structural/prolas")
+    b.add_argument("--checkpoint", default="default", help="KG-VAE checkpoint for prolas")
+    b.add_argument(
+        "--sizes", default="100,300,1000,2000", help="performance: series lengths N to time"
+    )
+    b.add_argument("--out", required=True, help="output directory")
+    b.add_argument("--resume", action="store_true", help="continue: skip finished cells")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from prolas import bench
+
+    say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+    if args.performance:
+        try:
+            sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+        except ValueError:
+            raise ProlasError(
+                f"--sizes must be comma-separated integers, got {args.sizes!r}"
+            ) from None
+        path = bench.run_performance(
+            args.out,
+            sizes=sizes,
+            restarts=args.restarts,
+            data=str(Path(args.data_dir) / "airline.csv"),
+            progress=not args.quiet,
+            log=say,
+        )
+        print(f"wrote {path}")
+        return 0
 
 
 # --- commands ---------------------------------------------------------------------------
