@@ -386,7 +386,14 @@ def open_journal(
     path = Path(out) / JOURNAL_NAME
     fp = fingerprint(dataset, config)
     if resume:
-        return Journal.resume(path, fp)
+        journal = Journal.resume(path, fp)
+        if len(journal.entries) > config.budget:
+            journal.close()
+            raise JournalError(
+                f"{path} holds {len(journal.entries)} evaluations, more than --budget "
+                f"{config.budget}; resume with --budget {len(journal.entries)} or more"
+            )
+        return journal
     if path.exists() and not force:
         raise OutputExistsError(
             f"{out} holds the journal of an earlier run ({JOURNAL_NAME}); use --resume to "
