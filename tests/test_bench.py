@@ -1,0 +1,244 @@
+"""prolas bench: a real (tiny) grid writes every file, --resume refits nothing, the
+summary statistics follow their definitions, and the extrapolation table is right."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from prolas import bench
+from prolas.bench import BenchConfig, MethodSpec, parse_methods
+from prolas.cli import main
+from prolas.data import load_csv
+from prolas.errors import OutputExistsError, ProlasError
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+
+
+def _grid_args(out: Path, seeds: int = 2, *extra: str) -> list[str]:
+    return [
+        "bench",
+        "--datasets",
+        "airline",
+        "--methods",
+        "cks,random",
+        "--seeds",
+        str(seeds),
+        "--budget",
+        "4",
+        "--restarts",
+        "1",
+        "--data-dir",
+        str(DATA),
+        "--out",
+        str(out),
+        "--quiet",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bench") / "grid"
+    assert main(_grid_args(out)) == 0
+    return out
+
+
+def test_grid_writes_every_file_with_the_right_columns(grid: Path) -> None:
+    ev = pd.read_csv(grid / "evaluations.csv")
+    assert list(ev.columns[:9]) == [
+        "dataset",
+        "method",
+        "seed",
+        "index",
+        "expression",
+        "bic",
+        "log_likelihood",
+        "seconds",
+        "status",
+    ]
+    assert set(ev["method"]) == {"cks", "random"} and set(ev["seed"]) == {0, 1}
+    # every cell used its budget of 4 unique evaluations, indexed 1..4
+    for _, g in ev.groupby(["method", "seed"]):
+        assert list(g["index"]) == [1, 2, 3, 4]
+        assert g["expression"].is_unique
+    # CKS is deterministic and every score comes from one fit cache: identical histories
+    cks = ev[ev.method == "cks"]
+    assert list(cks[cks.seed == 0]["bic"]) == list(cks[cks.seed == 1]["bic"])
+    # the same expression has the same score whoever proposed it (one Evaluator config)
+    assert (ev.groupby("expression")["bic"].nunique(dropna=False) == 1).all()
+
+    summary = pd.read_csv(grid / "summary.csv")
+    assert set(summary["method"]) == {"cks", "random"}
+    for col in ("best_at_4_mean", "best_at_4_se", "evals_to_cks_median", "evals_to_cks_never"):
+        assert col in summary.columns
+    assert "fit_seconds_per_seed" in summary.columns
+    row = summary.set_index("method").loc["cks"]
+    assert row["best_at_4_mean"] == pytest.approx(cks["bic"].max())
+    assert row["best_at_4_se"] == 0.0
+    # CKS reaches its own final BIC exactly where its best evaluation sits
+    first_best = int(cks[cks.seed == 0].sort_values("bic").iloc[-1]["index"])
+    assert row["evals_to_cks_median"] == first_best and row["evals_to_cks_never"] == 0
+    md = (grid / "summary.md").read_text()
+    assert "## airline" in md and "`random`" in md
+    assert (grid / "convergence_airline.png").stat().st_size > 5000
+    fits = (grid / "fits" / "airline.jsonl").read_text().splitlines()
+    assert len(fits) == ev["expression"].nunique()  # each distinct expression fitted once
+
+
+def test_resume_skips_finished_cells_and_refits_nothing(grid: Path, tmp_path: Path) -> None:
+    cells = sorted((grid / "cells").glob("*.json"))
+    assert len(cells) == 4
+    stamps = {p: p.stat().st_mtime_ns for p in cells}
+    cache = grid / "fits" / "airline.jsonl"
+    size = cache.stat().st_size
+
+    config = BenchConfig(
+        datasets=("airline",),
+        methods=parse_methods("cks,random"),
+        seeds=2,
+        budget=4,
+        restarts=1,
+        data_dir=str(DATA),
+    )
+    run = bench.run_bench(config, grid, resume=True, progress=False)
+    assert (run.cells_run, run.cells_skipped, run.new_fits) == (0, 4, 0)
+    assert {p: p.stat().st_mtime_ns for p in cells} == stamps
+    assert cache.stat().st_size == size
+
+    # a lost cell is recomputed from the fit cache alone, with the same history
+    lost = grid / "cells" / "airline__random__seed1.json"
+    before = json.loads(lost.read_text())
+    lost.unlink()
+    run = bench.run_bench(config, grid, resume=True, progress=False)
+    assert (run.cells_run, run.new_fits) == (1, 0)
+    after = json.loads(lost.read_text())
+    assert after["history"] == before["history"] and after["new_fits"] == 0
+    assert cache.stat().st_size == size
+
+
+def test_bench_refuses_to_clobber_or_mix_settings(grid: Path, capsys) -> None:
+    assert main(_grid_args(grid)) != 0
+    assert "--resume" in capsys.readouterr().err
+    config = BenchConfig(
+        datasets=("airline",),
+        methods=parse_methods("cks"),
+        seeds=1,
+        budget=5,
+        restarts=1,
+        data_dir=str(DATA),
+    )
+    with pytest.raises(ProlasError, match="budget"):
+        bench.run_bench(config, grid, resume=True, progress=False)
+    with pytest.raises(OutputExistsError):
+        bench.run_bench(config, grid, resume=False, progress=False)
+
+
+def test_method_specs_parse_and_reject() -> None:
+    assert MethodSpec.parse("structural:ot:local") == MethodSpec(
+        "structural:ot:local", "structural", "ot", "local"
+    )
+    spec = MethodSpec.parse("structural:arc")
+    assert (spec.surrogate, spec.acq_opt) == ("arc", "ea")
+    assert MethodSpec.parse("cks").method == "cks"
+    for bad in ("greedy", "structural:nope", "structural:arc:nope", "cks:arc"):
+        with pytest.raises(ProlasError):
+            MethodSpec.parse(bad)
+    with pytest.raises(ProlasError, match="twice"):
+        parse_methods("cks,cks")
+    with pytest.raises(ProlasError):
+        bench.parse_datasets("nonexistent-series", DATA)
+    assert bench.parse_datasets("all", DATA) == bench.DATASETS
+
+
+def _cell(method: str, seed: int, bics: list[float | None]) -> dict:
+    hist = [
+        {"index": i + 1, "status": "ok" if b is not None else "failed", "bic": b}
+        for i, b in enumerate(bics)
+    ]
+    return {
+        "dataset": "d",
+        "method": method,
+        "seed": seed,
+        "evaluations": len(bics),
+        "history": hist,
+        "fit_seconds": 1.0,
+        "strategy_seconds": 0.5,
+        "new_fits": len(bics),
+    }
+
+
+def test_summary_statistics_follow_their_definitions() -> None:
+    cells = [
+        _cell("cks", 0, [1.0, 5.0, 3.0]),  # stops early at 3 evaluations, final 5
+        _cell("x", 0, [None, 2.0, 6.0, 0.0]),  # reaches 5 at n = 3
+        _cell("x", 1, [7.0, 1.0, 1.0, 1.0]),  # reaches 5 at n = 1
+        _cell("x", 2, [0.0, 1.0, 2.0, 3.0]),  # never
+    ]
+    tr = bench.best_traces(cells, "d", "x", 4)
+    assert np.isnan(tr[0, 0]) and list(tr[0, 1:]) == [2.0, 6.0, 6.0]
+    assert list(bench.best_traces(cells, "d", "cks", 4)[0]) == [1.0, 5.0, 5.0, 5.0]
+    s = bench.summarise(cells, budget=4, budgets=(2,)).set_index("method")
+    x = s.loc["x"]
+    v = np.array([2.0, 7.0, 1.0])
+    assert x["best_at_2_mean"] == pytest.approx(v.mean())
+    assert x["best_at_2_se"] == pytest.approx(v.std(ddof=1) / math.sqrt(3))
+    assert x["best_at_4_mean"] == pytest.approx(np.mean([6.0, 7.0, 3.0]))
+    assert x["cks_final_bic"] == 5.0
+    assert x["evals_to_cks_median"] == 3.0 and x["evals_to_cks_never"] == 1
+    assert s.loc["cks", "evals_to_cks_median"] == 2.0
+    # more than half the seeds never reaching the target gives an infinite median
+    cells.append(_cell("x", 3, [0.0, 0.0, 0.0, 0.0]))
+    cells.append(_cell("x", 4, [0.0, 0.0, 0.0, 0.0]))
+    s = bench.summarise(cells, budget=4).set_index("method")
+    assert math.isinf(s.loc["x", "evals_to_cks_median"]) and s.loc["x", "evals_to_cks_never"] == 3
+    assert ">4 (3/5)" in bench.summary_markdown(s.reset_index(), 4)
+
+
+def test_thinning_keeps_standardisation_and_endpoints() -> None:
+    ds = load_csv(DATA / "mauna_train.csv")
+    th = bench.thin(ds, 100)
+    assert th.n == 100 and th.x[0] == ds.x[0] and th.x[-1] == ds.x[-1]
+    assert (th.y_mean, th.y_std) == (ds.y_mean, ds.y_std)
+    assert np.all(np.diff(th.x) > 0) and np.isin(th.x, ds.x).all()
+    assert bench.thin(ds, ds.n) is ds
+
+
+def test_extrapolation_table_on_one_small_series(tmp_path: Path) -> None:
+    from prolas.gp import FitResult, predict
+
+    config = BenchConfig(
+        datasets=("airline",),
+        methods=parse_methods("cks"),
+        seeds=1,
+        budget=3,
+        restarts=1,
+        data_dir=str(DATA),
+    )
+    run = bench.run_extrapolation(config, tmp_path / "ex", progress=False)
+    out = tmp_path / "ex"
+    assert run.cells_run == 3  # cks + the SE and LIN baselines
+    table = pd.read_csv(out / "extrapolation.csv")
+    assert set(table["method"]) == {"cks", "SE", "LIN"}
+    assert (table["abcd_rmse"] == bench.ABCD_RMSE["airline"]).all()
+    assert (table["final_model"] == "same").all() and (table["n_test"] == 15).all()
+    # RMSE recomputed independently from the stored final model
+    train, test = load_csv(DATA / "airline_train.csv"), load_csv(DATA / "airline_test.csv")
+    for method in ("cks", "SE"):
+        cell = json.loads((out / "cells" / f"airline__{method}__seed0.json").read_text())
+        fit = FitResult.from_json(cell["test"]["final"], n=train.n)
+        mean, _ = predict(fit, train, test.x)
+        rmse = float(np.sqrt(np.mean((test.y - mean) ** 2)))
+        assert table.set_index("method").loc[method, "rmse"] == pytest.approx(rmse, rel=1e-9)
+    std = bench.standardised_rmse(table)
+    assert std.loc["airline"].min() == pytest.approx(1.0)
+    md = (out / "extrapolation.md").read_text()
+    assert "ABCD" in md and "16.67" in md and "of 1 series" in md
+    for name in ("standardised_rmse.png", "forecasts.png"):
+        assert (out / name).stat().st_size > 5000
