@@ -5,7 +5,8 @@ Loop (every score comes from the shared :class:`~prolas.search.evaluator.Evaluat
 1. initial design: ``n_init`` grammar samples with distinct canonical expressions;
 2. fit the surrogate GP (:class:`~prolas.surrogates.StructuralSurrogate`: arc,
    hierarchical, conditional, laplace or ot kernel) on (representation, BIC) of the
-   evaluated expressions. A failed evaluation gets a pessimistic target, the worst
+   evaluated expressions (L-BFGS, warm-started from the previous iteration's fit).
+   A failed evaluation gets a pessimistic target, the worst
    BIC seen minus ``max(1, 0.1 * (best - worst))``;
 3. maximise log expected improvement over grammar sequences with the chosen
    optimiser (``ea``, ``local`` or ``random``; :mod:`prolas.surrogates.acquisition`),
@@ -124,6 +125,7 @@ def search_structural(
         return out
 
     evaluate(fresh_samples(min(n_init, evaluator.remaining)))
+    previous = None  # the last fit: its hyperparameters warm-start the next one
     while not evaluator.exhausted:
         stats["iterations"] += 1
         hist = [e for e in evaluator.history if e.expression in sequences]
@@ -133,7 +135,10 @@ def search_structural(
             y = _targets(hist)
             t0 = time.perf_counter()
             try:
-                fit = model.fit([sequences[e.expression] for e in hist], y)
+                fit = model.fit(
+                    [sequences[e.expression] for e in hist], y, max_iter=50, warm_start=previous
+                )
+                previous = fit
             except Exception as exc:  # a surrogate failure must not end the search
                 warnings.warn(
                     f"surrogate fit failed ({exc}); proposing a random sample",

@@ -82,6 +82,20 @@ class HierarchicalKernel(Kernel):
         for i, (a, w) in enumerate(spans):
             seg[a : a + w, i] = 1.0
         self.register_buffer("segments", seg)
+        # per embedding column: its dimension, kind (0 categorical, 1 sin, 2 cos), and
+        # for categorical columns the category it stands for
+        col_dim, col_kind, col_value = [], [], []
+        for i, (s, (_, w)) in enumerate(zip(space.slots, spans)):
+            col_dim += [i] * w
+            if s.kind == "categorical":
+                col_kind += [0] * w
+                col_value += list(range(w))
+            else:
+                col_kind += [1, 2]
+                col_value += [-1, -1]
+        self.register_buffer("col_dim", torch.tensor(col_dim, dtype=torch.long))
+        self.register_buffer("col_kind", torch.tensor(col_kind, dtype=torch.long))
+        self.register_buffer("col_value", torch.tensor(col_value, dtype=torch.float64))
 
     # --- constrained parameters -----------------------------------------------------------
     def _set(self, name: str, value) -> None:
@@ -120,19 +134,17 @@ class HierarchicalKernel(Kernel):
         """Concatenated embeddings f_i(x), ``... x n x E`` (E = sum of widths)."""
         values, delta = self.space.split(x)
         scaled = self.space.rescaled(values)
-        omega, rho = self.omega, self.rho
-        cols = []
-        for i, s in enumerate(self.space.slots):
-            act = delta[..., i : i + 1].to(values.dtype) * omega[i]
-            if s.kind == "categorical":
-                idx = values[..., i].round().long().clamp(0, s.n_choices - 1)
-                oh = torch.nn.functional.one_hot(idx, s.n_choices).to(values.dtype)
-                emb = oh + (1.0 - rho[i]) * (1.0 - oh)
-            else:
-                t = math.pi * rho[i] * scaled[..., i : i + 1]
-                emb = torch.cat([torch.sin(t), torch.cos(t)], dim=-1)
-            cols.append(act * emb)
-        return torch.cat(cols, dim=-1)
+        cd = self.col_dim
+        rho = self.rho[cd]  # E
+        act = (delta.to(values.dtype) * self.omega)[..., cd]  # ... x n x E
+        oh = (values.round()[..., cd] == self.col_value.to(values.dtype)).to(values.dtype)
+        t = math.pi * rho * scaled[..., cd]
+        emb = torch.where(
+            self.col_kind == 0,
+            oh + (1.0 - rho) * (1.0 - oh),
+            torch.where(self.col_kind == 1, torch.sin(t), torch.cos(t)),
+        )
+        return act * emb
 
     def dim_sq_distances(
         self, x1: torch.Tensor, x2: torch.Tensor, diag: bool = False

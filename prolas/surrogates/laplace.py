@@ -29,11 +29,12 @@ __all__ = ["LaplaceKernel"]
 class LaplaceKernel(Kernel):
     """exp(-sum_i d_i / l_i) with ARD lengthscales l_i in [0.01, 100] (one per dimension)."""
 
-    has_lengthscale = True
-
     def __init__(self, space: ConditionalSpace, default: float = 0.5, **kwargs) -> None:
-        kwargs.setdefault("lengthscale_constraint", Interval(1e-2, 1e2))
-        super().__init__(ard_num_dims=space.dim, **kwargs)
+        super().__init__(**kwargs)
+        # own ARD lengthscales (shape D): gpytorch's ard_num_dims check would compare D
+        # with the 2D input columns
+        self.register_parameter("raw_lengthscale", torch.nn.Parameter(torch.zeros(space.dim)))
+        self.register_constraint("raw_lengthscale", Interval(1e-2, 1e2))
         self.space = space
         self.default = float(default)
         self.register_buffer(
@@ -58,5 +59,13 @@ class LaplaceKernel(Kernel):
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor, diag: bool = False, **params):
         d = self.dim_distances(x1, x2, diag=diag)
-        ls = self.lengthscale.reshape(-1)
-        return torch.exp(-(d / ls).sum(-1))
+        return torch.exp(-(d / self.lengthscale).sum(-1))
+
+    @property
+    def lengthscale(self) -> torch.Tensor:
+        return self.raw_lengthscale_constraint.transform(self.raw_lengthscale)
+
+    @lengthscale.setter
+    def lengthscale(self, value) -> None:
+        v = torch.as_tensor(value, dtype=self.raw_lengthscale.dtype).expand_as(self.raw_lengthscale)
+        self.initialize(raw_lengthscale=self.raw_lengthscale_constraint.inverse_transform(v))

@@ -103,6 +103,10 @@ class FittedSurrogate:
         self.y_std = y_std
         self.mll = mll
 
+    def hyperparameters(self) -> dict[str, torch.Tensor]:
+        """A copy of the model's state dict (raw hyperparameters), for warm starts."""
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
     @property
     def noise(self) -> float:
         return float(self.model.likelihood.noise.item())
@@ -215,17 +219,30 @@ class StructuralSurrogate:
         }[self.name](self.space, **opts)
         return ScaleKernel(inner, outputscale_constraint=Interval(1e-3, 1e2)).double()
 
-    def fit(self, seqs: Sequence[GSeq], y: Sequence[float], max_iter: int = 100) -> FittedSurrogate:
-        return fit_gp(self.new_kernel(), self.encode(seqs), y, max_iter=max_iter)
+    def fit(
+        self,
+        seqs: Sequence[GSeq],
+        y: Sequence[float],
+        max_iter: int = 100,
+        warm_start: FittedSurrogate | None = None,
+    ) -> FittedSurrogate:
+        """Fit on (sequences, targets); ``warm_start`` copies a previous fit's hyperparameters."""
+        init = warm_start.hyperparameters() if warm_start is not None else None
+        return fit_gp(self.new_kernel(), self.encode(seqs), y, max_iter=max_iter, init=init)
 
 
 def fit_gp(
-    kernel: Kernel, x: torch.Tensor, y: Sequence[float] | torch.Tensor, max_iter: int = 100
+    kernel: Kernel,
+    x: torch.Tensor,
+    y: Sequence[float] | torch.Tensor,
+    max_iter: int = 100,
+    init: dict[str, torch.Tensor] | None = None,
 ) -> FittedSurrogate:
     """Fit an exact GP with ``kernel`` on standardised ``y`` by L-BFGS on the exact MLL.
 
-    Deterministic: fixed initial hyperparameters (the kernel's defaults, noise 0.1).
-    If the optimiser produces a non-finite loss the best finite state is restored.
+    Deterministic: fixed initial hyperparameters (the kernel's defaults, noise 0.1),
+    or ``init`` (a state dict from :meth:`FittedSurrogate.hyperparameters`). If the
+    optimiser produces a non-finite loss the best finite state is restored.
     """
     y = torch.as_tensor(np.asarray(y, dtype=np.float64))
     y_mean = float(y.mean())
@@ -234,6 +251,8 @@ def fit_gp(
     lik = gpytorch.likelihoods.GaussianLikelihood(noise_constraint=GreaterThan(1e-4)).double()
     lik.noise = 0.1
     model = ExactSurrogateGP(x, ys, kernel, lik).double()
+    if init is not None:
+        model.load_state_dict(init)
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
     model.train()
     lik.train()

@@ -1,0 +1,362 @@
+"""Laws of the structural surrogates (the papers' own claims).
+
+* every kernel's Gram matrix is PSD on random configurations (random hyperparameters,
+  random garbage in inactive dimensions);
+* arc / hierarchical per-dimension distances equal the closed forms in the three
+  activity cases;
+* kernel values do not depend on the values stored in inactive dimensions;
+* the conditional kernel is zero across branches and its blockwise solve equals the
+  dense solve;
+* the OT distance is symmetric, zero on identical expressions, satisfies the
+  triangle inequality (d), and d_bar <= 1; the OT kernel repairs indefiniteness.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from prolas.errors import NumericsWarning
+from prolas.expr import parse
+from prolas.grammar import Grammar
+from prolas.surrogates import (
+    SURROGATES,
+    ArcKernel,
+    ConditionalKernel,
+    ConditionalSpace,
+    ExpressionRegistry,
+    HierarchicalKernel,
+    LaplaceKernel,
+    OTConfig,
+    OTKernel,
+    Slot,
+    StructuralSurrogate,
+    blockwise_solve,
+    dense_solve,
+    expression_graph,
+    otmann_distance,
+)
+
+torch.set_num_threads(1)
+
+GRAMMAR = Grammar.default()
+FEATURE_BOUNDS = [(0.0, 2.0), (-1.0, 1.0)]
+SPACE = ConditionalSpace.from_grammar(GRAMMAR, n_features=2, feature_bounds=FEATURE_BOUNDS)
+
+
+def random_rows(rng: np.random.Generator, n: int, space: ConditionalSpace = SPACE) -> torch.Tensor:
+    """Encoded random grammar sequences with random features and garbage in inactive dims."""
+    seqs = GRAMMAR.sample_sequences(n, rng)
+    feats = np.column_stack([rng.uniform(lo, hi, n) for lo, hi in FEATURE_BOUNDS])
+    x = space.encode(seqs, feats)
+    return scramble_inactive(x, space, rng)
+
+
+def scramble_inactive(x: torch.Tensor, space: ConditionalSpace, rng) -> torch.Tensor:
+    values, delta = space.split(x)
+    garbage = torch.as_tensor(rng.integers(-5, 9, size=values.shape), dtype=x.dtype)
+    out = x.clone()
+    out[:, : space.dim] = torch.where(delta, values, garbage + torch.rand(values.shape).double())
+    return out
+
+
+def randomise(kernel: torch.nn.Module, rng: np.random.Generator) -> None:
+    """Random raw hyperparameters (every value maps inside its constraint)."""
+    with torch.no_grad():
+        for _, p in kernel.named_parameters():
+            p.copy_(torch.as_tensor(rng.normal(0.0, 1.5, size=p.shape), dtype=p.dtype))
+
+
+def vector_kernels() -> list[tuple[str, torch.nn.Module]]:
+    ks = []
+    for base in ("se", "matern52", "rq"):
+        ks.append((f"arc-{base}", ArcKernel(SPACE, base=base)))
+        for combine in ("product", "sum"):
+            ks.append((f"hier-{combine}-{base}", HierarchicalKernel(SPACE, combine, base)))
+    ks.append(("conditional-activity", ConditionalKernel(SPACE)))
+    ks.append(("conditional-values", ConditionalKernel(SPACE, branches="values")))
+    ks.append(("laplace", LaplaceKernel(SPACE)))
+    return [(n, k.double()) for n, k in ks]
+
+
+KERNELS = vector_kernels()
+
+
+# --- PSD -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,kernel", KERNELS, ids=[n for n, _ in KERNELS])
+def test_gram_matrix_is_psd_on_random_configurations(name, kernel):
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        randomise(kernel, rng)
+        x = random_rows(rng, 60)
+        with torch.no_grad():
+            k = kernel(x).to_dense()
+        assert torch.allclose(k, k.T, atol=1e-12)
+        lam = torch.linalg.eigvalsh(k)[0].item()
+        assert lam >= -1e-9 * max(1.0, k.diagonal().max().item()), (name, lam)
+        # diag mode agrees with the full matrix
+        with torch.no_grad():
+            d = kernel(x, diag=True)
+        assert torch.allclose(d, k.diagonal(), atol=1e-12)
+
+
+def test_ot_kernel_gram_is_psd_after_repair():
+    rng = np.random.default_rng(1)
+    reg = ExpressionRegistry()
+    exprs = [GRAMMAR.sample(rng) for _ in range(60)]
+    x = torch.tensor(reg.indices(exprs), dtype=torch.float64).reshape(-1, 1)
+    for indefinite in ("jitter", "clip"):
+        kern = OTKernel(reg, indefinite=indefinite).double()
+        for _ in range(4):
+            randomise(kern, rng)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", NumericsWarning)
+                with torch.no_grad():
+                    k = kern(x).to_dense()
+            lam = torch.linalg.eigvalsh(k)[0].item()
+            assert lam >= -1e-9 * k.abs().max().item()
+
+
+def test_ot_kernel_warns_and_repairs_an_indefinite_gram_matrix():
+    # e^{-beta d} is PSD for every beta only if d is of negative type, which OTMANN's d
+    # is not: at small beta the Gram matrix of random expressions is indefinite.
+    rng = np.random.default_rng(2)
+    reg = ExpressionRegistry()
+    exprs = list({str(GRAMMAR.sample(rng)) for _ in range(150)})
+    idx = np.asarray(reg.indices(exprs))
+    found = None
+    d, db = reg.distances(idx, idx)
+    for a, b, ab, bb in [(1, 0.05, 1e-4, 1), (1, 0.1, 1e-4, 1), (1e-4, 1, 1, 1)]:
+        lam = np.linalg.eigvalsh(a * np.exp(-b * d) + ab * np.exp(-bb * db))[0]
+        if lam < -1e-6:
+            found = (a, b, ab, bb)
+            break
+    assert found is not None, "expected an indefinite OT Gram matrix for some hyperparameters"
+    kern = OTKernel(reg).double()
+    for name, v in zip(("alpha", "beta", "alpha_bar", "beta_bar"), found):
+        kern._set(name, v)
+    x = torch.tensor(idx, dtype=torch.float64).reshape(-1, 1)
+    with pytest.warns(NumericsWarning, match="indefinite"):
+        with torch.no_grad():
+            k = kern(x).to_dense()
+    assert kern.last_min_eigenvalue < 0
+    assert torch.linalg.eigvalsh(k)[0].item() >= -1e-9
+
+
+# --- closed forms -----------------------------------------------------------------------------
+def toy_space() -> ConditionalSpace:
+    """A categorical root (3 choices), a real child, a categorical grandchild (4 choices)."""
+    slots = [
+        Slot("c", "categorical", ("a", "b", "c"), (), (0.0, 2.0)),
+        Slot("r", "real", (), (0,), (-2.0, 3.0)),
+        Slot("k", "categorical", ("w", "x", "y", "z"), (0,), (0.0, 3.0)),
+    ]
+    return ConditionalSpace(slots, max_operations=0)
+
+
+def row(space, values, active):
+    return torch.tensor([list(values) + [float(a) for a in active]], dtype=torch.float64)
+
+
+def test_hierarchical_distance_matches_closed_forms_in_all_activity_cases():
+    space = toy_space()
+    rng = np.random.default_rng(3)
+    kern = HierarchicalKernel(space).double()
+    for _ in range(20):
+        gamma = rng.uniform(0.05, 1.0, 3)
+        rho = rng.uniform(0.05, 1.0, 3)
+        kern.gamma = torch.tensor(gamma)
+        kern.rho = torch.tensor(rho)
+        omega = [gamma[0], gamma[0] * gamma[1], gamma[0] * gamma[2]]  # anc(r) = anc(k) = {c}
+        assert np.allclose(kern.omega.detach().numpy(), omega)
+        v1 = [float(rng.integers(3)), rng.uniform(-2, 3), float(rng.integers(4))]
+        v2 = [float(rng.integers(3)), rng.uniform(-2, 3), float(rng.integers(4))]
+        for a1, a2 in [(0, 0), (1, 0), (0, 1), (1, 1)]:
+            act1, act2 = [1, a1, a1], [1, a2, a2]
+            d = kern.dim_distances(row(space, v1, act1), row(space, v2, act2))[0, 0]
+            d = d.detach().numpy()
+            # real dimension r (index 1), Prop. 3
+            w = omega[1]
+            if a1 == a2 == 0:
+                exp_r = 0.0
+            elif a1 != a2:
+                exp_r = w
+            else:
+                delta = (v1[1] - v2[1]) / 5.0
+                exp_r = w * math.sqrt(2) * math.sqrt(1 - math.cos(math.pi * rho[1] * delta))
+            assert d[1] == pytest.approx(exp_r, abs=1e-12)
+            # categorical dimension k (index 2, m = 4), Prop. 4 with general rho
+            w = omega[2]
+            if a1 == a2 == 0:
+                exp_k = 0.0
+            elif a1 != a2:
+                exp_k = w * math.sqrt(1 + 3 * (1 - rho[2]) ** 2)
+            else:
+                exp_k = w * rho[2] * math.sqrt(2) * float(v1[2] != v2[2])
+            assert d[2] == pytest.approx(exp_k, abs=1e-12)
+    # at rho = 1 the categorical case is the paper's: omega, omega sqrt(2) 1[x != x']
+    kern.rho = torch.ones(3)
+    g = kern.omega.detach().numpy()
+    one = kern.dim_distances(row(space, [0, 0, 1], [1, 1, 1]), row(space, [0, 0, 2], [1, 0, 0]))
+    both = kern.dim_distances(row(space, [0, 0, 1], [1, 1, 1]), row(space, [0, 0, 2], [1, 1, 1]))
+    assert one[0, 0, 2].item() == pytest.approx(g[2], abs=1e-12)
+    assert both[0, 0, 2].item() == pytest.approx(g[2] * math.sqrt(2), abs=1e-12)
+
+
+def test_arc_distance_matches_closed_forms_in_all_activity_cases():
+    space = toy_space()
+    rng = np.random.default_rng(4)
+    kern = ArcKernel(space).double()
+    for _ in range(20):
+        omega = rng.uniform(0.1, 3.0, 3)
+        rho = rng.uniform(0.05, 1.0, 3)
+        kern.omega = torch.tensor(omega)
+        kern.rho = torch.tensor(rho)
+        v1 = [float(rng.integers(3)), rng.uniform(-2, 3), float(rng.integers(4))]
+        v2 = [float(rng.integers(3)), rng.uniform(-2, 3), float(rng.integers(4))]
+        for a1, a2 in [(0, 0), (1, 0), (0, 1), (1, 1)]:
+            d = kern.dim_distances(row(space, v1, [1, a1, a1]), row(space, v2, [1, a2, a2]))
+            d = d[0, 0].detach().numpy()
+            for i, span in ((1, 5.0), (2, 3.0)):  # real r; categorical k as ordinal / (m-1)
+                if a1 == a2 == 0:
+                    expected = 0.0
+                elif a1 != a2:
+                    expected = omega[i]
+                else:
+                    delta = (v1[i] - v2[i]) / span
+                    c = math.cos(math.pi * rho[i] * delta)
+                    expected = omega[i] * math.sqrt(2) * math.sqrt(1 - c)
+                assert d[i] == pytest.approx(expected, abs=1e-12)
+        # and the kernel is the radial profile of the total distance
+        x1, x2 = row(space, v1, [1, 1, 0]), row(space, v2, [1, 1, 1])
+        r2 = (kern.dim_distances(x1, x2) ** 2).sum().item()
+        assert kern(x1, x2).to_dense().item() == pytest.approx(math.exp(-0.5 * r2), rel=1e-12)
+
+
+# --- inactive dimensions do not matter ----------------------------------------------------
+@pytest.mark.parametrize("name,kernel", KERNELS, ids=[n for n, _ in KERNELS])
+def test_kernel_value_ignores_values_of_inactive_dimensions(name, kernel):
+    rng = np.random.default_rng(5)
+    randomise(kernel, rng)
+    x = random_rows(rng, 40)
+    x2 = scramble_inactive(x, SPACE, np.random.default_rng(6))
+    assert not torch.equal(x, x2)  # the scramble did change stored values
+    with torch.no_grad():
+        k1 = kernel(x).to_dense()
+        k2 = kernel(x2).to_dense()
+        k3 = kernel(x, x2).to_dense()
+    assert torch.allclose(k1, k2, atol=1e-13, rtol=0)
+    assert torch.allclose(k1, k3, atol=1e-13, rtol=0)
+
+
+# --- conditional kernel ---------------------------------------------------------------------
+def test_conditional_kernel_is_zero_across_branches_and_positive_within():
+    rng = np.random.default_rng(7)
+    kern = ConditionalKernel(SPACE).double()
+    x = random_rows(rng, 80)
+    groups = kern.groups(x)
+    n_active = SPACE.active(x)[:, : SPACE.n_slots].sum(-1)
+    with torch.no_grad():
+        k = kern(x).to_dense()
+    same = groups[:, None] == groups[None, :]
+    assert torch.equal(same, n_active[:, None] == n_active[None, :])
+    assert torch.all(k[~same] == 0)
+    assert torch.all(k[same] > 0)
+    assert len(torch.unique(groups)) > 2
+
+
+@pytest.mark.parametrize("branches", ["activity", "values"])
+def test_blockwise_solve_equals_dense_solve(branches):
+    rng = np.random.default_rng(8)
+    kern = ConditionalKernel(SPACE, branches=branches).double()
+    randomise(kern, rng)
+    x = random_rows(rng, 120)
+    y = torch.as_tensor(rng.normal(size=120))
+    for noise in (1e-3, 0.3):
+        a_dense, ld_dense = dense_solve(kern, x, y, noise)
+        a_block, ld_block = blockwise_solve(kern, x, y, noise)
+        assert torch.allclose(a_block, a_dense, atol=1e-8, rtol=0)
+        assert ld_block.item() == pytest.approx(ld_dense.item(), abs=1e-8)
+    ys = torch.as_tensor(rng.normal(size=(120, 3)))
+    assert torch.allclose(blockwise_solve(kern, x, ys, 0.1)[0], dense_solve(kern, x, ys, 0.1)[0])
+
+
+# --- OT distance ------------------------------------------------------------------------------
+def test_ot_distance_is_symmetric_zero_on_identical_and_a_metric():
+    rng = np.random.default_rng(9)
+    reg = ExpressionRegistry()
+    exprs = [GRAMMAR.sample(rng) for _ in range(45)]
+    idx = reg.indices(exprs)
+    d, db = reg.distances(idx, idx)
+    assert np.allclose(d, d.T, atol=1e-12)
+    same = np.array([[str(a) == str(b) for b in exprs] for a in exprs])
+    assert np.all(d[same] == 0.0)
+    assert np.all(d[~same] > 0.0)
+    assert np.all((db >= 0) & (db <= 1 + 1e-12))
+    # triangle inequality on all triples (d only; d_bar is not a metric)
+    viol = d[:, None, :] - (d[:, :, None] + d[None, :, :])
+    assert viol.max() <= 1e-9
+    # symmetric also when computed in the other order without the cache
+    g = [expression_graph(e) for e in exprs[:6]]
+    for a in g:
+        for b in g:
+            assert otmann_distance(a, b)[0] == pytest.approx(otmann_distance(b, a)[0], abs=1e-12)
+
+
+def test_ot_distance_orders_similar_expressions_closer():
+    reg = ExpressionRegistry()
+    i = reg.indices([parse("SE"), parse("RQ"), parse("PER"), parse("SE + PER"), parse("LIN*PER")])
+    d, _ = reg.distances(i, i)
+    assert d[0, 1] < d[0, 2]  # SE is closer to RQ than to PER (label costs)
+    assert d[0, 3] < d[0, 4]  # and closer to SE + PER than to LIN*PER
+
+
+def test_ot_config_refuses_label_costs_that_break_the_triangle_inequality():
+    with pytest.raises(ValueError, match="triangle"):
+        OTConfig(kernel_costs={("RQ", "SE"): 0.1, ("PER", "RQ"): 0.1, ("PER", "SE"): 0.9})
+    with pytest.raises(ValueError, match="infinity"):
+        OTConfig(infinity=1.0)
+
+
+# --- usable in an ExactGP ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", SURROGATES)
+def test_every_surrogate_fits_an_exact_gp_and_predicts(name):
+    rng = np.random.default_rng(10)
+    seqs = GRAMMAR.sample_sequences(40, rng)
+    # a target that depends on structure: number of PER factors minus size
+    y = [2.0 * s.count("PER") - 0.5 * len(s) for s in seqs]
+    s = StructuralSurrogate(name, GRAMMAR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)
+        fit = s.fit(seqs[:30], y[:30])
+        mu, var = fit.predict(s.encode(seqs[30:]))
+        mu_train, _ = fit.predict(s.encode(seqs[:30]))
+        lei = fit.log_ei(s.encode(seqs[30:]), max(y[:30]))
+    assert math.isfinite(fit.mll)
+    assert torch.all(torch.isfinite(mu)) and torch.all(var > 0)
+    assert torch.all(torch.isfinite(lei))
+    # the fit explains its training data far better than the mean does
+    resid = np.mean((mu_train.numpy() - np.asarray(y[:30])) ** 2)
+    assert resid < 0.25 * np.var(y[:30])
+    for p in fit.model.parameters():
+        assert p.dtype == torch.float64
+
+
+def test_log_ei_matches_closed_form_and_is_finite_in_the_far_tail():
+    from scipy.stats import norm
+
+    from prolas.surrogates import log_ei
+
+    mu = torch.tensor([0.0, 1.0, -2.0, 0.3, -40.0], dtype=torch.float64)
+    var = torch.tensor([1.0, 0.25, 4.0, 0.01, 1.0], dtype=torch.float64)
+    best = 0.5
+    got = log_ei(mu, var, best).numpy()
+    s = np.sqrt(var.numpy()[:4])
+    z = (mu.numpy()[:4] - best) / s
+    ref = np.log(s * (norm.pdf(z) + z * norm.cdf(z)))
+    assert np.allclose(got[:4], ref[:4], rtol=1e-10)
+    assert np.isfinite(got[4]) and got[4] < got[2]
