@@ -91,7 +91,14 @@ __all__ = [
     "standardised_rmse",
     "plot_standardised_rmse",
     "fraction_study",
+    "fraction_table",
     "plot_fraction_study",
+    "run_grid_in_memory",
+    "load_bench",
+    "load_extrapolation_fit",
+    "default_method",
+    "synthetic_series",
+    "surrogate_regression_markdown",
 ]
 
 #: The 9 Automatic Statistician series shipped in data/ (DESIGN.md order).
@@ -1528,3 +1535,66 @@ def load_bench(out: str | Path) -> tuple[list[dict], pd.DataFrame | None]:
     out = Path(out)
     summary = pd.read_csv(out / "summary.csv") if (out / "summary.csv").exists() else None
     return load_cells(out), summary
+
+
+def default_method(preferred: str = "prolas") -> str:
+    """``preferred`` if it can run here, else ``"cks"``: PROLAS needs a shipped KG-VAE
+    checkpoint (``prolas checkpoints``); notebooks use this to stay runnable."""
+    if preferred != "prolas":
+        return preferred
+    from prolas.vae import list_checkpoints
+
+    return "prolas" if any(c["name"] == "default" for c in list_checkpoints()) else "cks"
+
+
+def fraction_table(results: Sequence[FractionResult]) -> pd.DataFrame:
+    """One row per training fraction: model found, evaluations, test MSE of the model and
+    of each base kernel alone."""
+    rows = []
+    for r in results:
+        row = {
+            "fraction": r.fraction,
+            "n_train": r.train.n,
+            "n_test": r.test.n,
+            "expression": r.fit.expression,
+            "evaluations": r.evaluations,
+            "test_mse": r.test_mse,
+        }
+        row.update({f"test_mse_{b}": v for b, v in r.base_mse.items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def load_extrapolation_fit(
+    out: str | Path, dataset: str, method: str, seed: int = 0, data_dir: str | Path = "data"
+) -> tuple[FitResult, Dataset, Dataset]:
+    """A committed extrapolation result: the final model of one cell, with its training
+    and test data (predict with ``prolas.gp.predict(fit, train, x)``)."""
+    path = _cell_path(Path(out), dataset, method, seed)
+    if not path.exists():
+        raise ProlasError(f"no extrapolation result {path}; run prolas bench --extrapolation")
+    cell = json.loads(path.read_text())
+    if not cell.get("test"):
+        raise ProlasError(f"{path}: every evaluation failed")
+    train = _load(Path(data_dir) / f"{dataset}_train.csv")
+    test = _load(Path(data_dir) / f"{dataset}_test.csv")
+    return FitResult.from_json(cell["test"]["final"], n=train.n), train, test
+
+
+def surrogate_regression_markdown(benchmarks: str | Path = "benchmarks") -> str:
+    """The committed surrogate-regression table (structural-search benchmark), as markdown.
+
+    Looks for a markdown file whose name mentions both "surrogate" and "regression"
+    under ``benchmarks`` (any depth); says so plainly if none has been committed.
+    """
+    found = sorted(
+        p
+        for p in Path(benchmarks).rglob("*.md")
+        if "surrogate" in p.name.lower() and "regression" in p.name.lower()
+    )
+    if not found:
+        return (
+            f"*No surrogate-regression table under `{benchmarks}` yet (it is written by the "
+            "structural-search benchmark script).*"
+        )
+    return f"From `{found[0]}`:\n\n" + found[0].read_text()
