@@ -242,3 +242,37 @@ def test_extrapolation_table_on_one_small_series(tmp_path: Path) -> None:
     assert "ABCD" in md and "16.67" in md and "of 1 series" in md
     for name in ("standardised_rmse.png", "forecasts.png"):
         assert (out / name).stat().st_size > 5000
+
+
+def test_fit_with_test_file_reports_held_out_rmse(tmp_path: Path, capsys) -> None:
+    from prolas.gp import FitResult, predict
+    from prolas.report import validate_result_json
+
+    out = tmp_path / "fit"
+    code = main(
+        [
+            "fit",
+            str(DATA / "airline_train.csv"),
+            "--test",
+            str(DATA / "airline_test.csv"),
+            "--search",
+            "cks",
+            "--budget",
+            "3",
+            "--restarts",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 0, err
+    doc = json.loads((out / "result.json").read_text())
+    validate_result_json(doc)
+    train, test = load_csv(DATA / "airline_train.csv"), load_csv(DATA / "airline_test.csv")
+    fit = FitResult.from_json(doc["best"], n=train.n)
+    mean, _ = predict(fit, train, test.x)
+    rmse = float(np.sqrt(np.mean((test.y - mean) ** 2)))
+    assert doc["test"]["n"] == 15 and doc["test"]["rmse"] == pytest.approx(rmse, rel=1e-9)
+    assert f"test: RMSE {rmse:.4g}" in err
+    assert (out / "fit.png").stat().st_size > 5000  # forecast against the test points
