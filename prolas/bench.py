@@ -707,14 +707,8 @@ def plot_bench_convergence(
     lows = []
     for i, method in enumerate(methods):
         tr = best_traces(cells, dataset, method, budget)
-        with np.errstate(invalid="ignore"):
-            count = np.isfinite(tr).sum(0)
-            mean = np.nanmean(np.where(count > 0, tr, 0.0), 0)
-            sd = np.nanstd(np.where(count > 0, tr, 0.0), 0, ddof=0)
-        se = np.where(count > 1, sd * np.sqrt(count / np.maximum(count - 1, 1)), 0.0) / np.sqrt(
-            np.maximum(count, 1)
-        )
-        mean = np.where(count > 0, mean, np.nan)
+        stats = np.array([_mean_se(tr[:, j]) for j in range(budget)]).reshape(budget, 2)
+        mean, se = stats[:, 0], stats[:, 1]
         color = f"C{i}"
         ax.plot(n, mean, color=color, lw=1.8, label=f"{method} ({tr.shape[0]} seeds)")
         ax.fill_between(n, mean - se, mean + se, color=color, alpha=0.2, lw=0)
@@ -727,6 +721,9 @@ def plot_bench_convergence(
     if lows:
         top = ax.get_ylim()[1]
         ax.set_ylim(min(lows) - 0.05 * (top - min(lows)), top)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("unique GP fits")
     ax.set_ylabel("best BIC so far (higher is better)")
     ax.set_title(f"{dataset}: best BIC vs evaluations (mean ± s.e.)", fontsize=10)
@@ -1307,7 +1304,7 @@ def run_performance(
         "",
         *machine,
         "",
-        f"## Seconds per evaluation against N (`{expression}`, {restarts} restarts)",
+        f"## Seconds per evaluation against N (`{expression}`, {restarts} restart(s) per fit)",
         "",
         "Synthetic series (linear trend x yearly cycle + slow wiggle + noise, same process "
         "and span for every N; `prolas.bench.synthetic_series`). Each size runs in a fresh "
@@ -1352,7 +1349,7 @@ def run_performance(
     lines += [
         "",
         f"## Evaluations per second during a search (`{data}`, budget {search_budget}, "
-        f"{restarts} restarts, no fit cache)",
+        f"{restarts} restart(s) per fit, no fit cache)",
         "",
         "| method | evaluations | wall s | fitting s | strategy s | evaluations / s "
         "| best | peak RSS (MB) |",

@@ -228,7 +228,9 @@ def _add_bench_parser(sub) -> None:
     b.add_argument("--grammar", default="default", help="grammar for random/structural/prolas")
     b.add_argument("--checkpoint", default="default", help="KG-VAE checkpoint for prolas")
     b.add_argument(
-        "--sizes", default="100,300,1000,2000", help="performance: series lengths N to time"
+        "--sizes",
+        default="100,300,1000,2000",
+        help="performance: series lengths N to time (--budget sets the timed searches' size)",
     )
     b.add_argument("--out", required=True, help="output directory")
     b.add_argument("--resume", action="store_true", help="continue: skip finished cells")
@@ -251,6 +253,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             args.out,
             sizes=sizes,
             restarts=args.restarts,
+            search_budget=args.budget,
             data=str(Path(args.data_dir) / "airline.csv"),
             progress=not args.quiet,
             log=say,
