@@ -57,6 +57,11 @@ SMALL_JOB = 10
 
 _THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
+#: Imported once in the fork server (and by Dask workers at start-up). A GP fit
+#: imports these lazily; in a fresh process that made the first fit take ≈ 13 s
+#: instead of ≈ 0.4 s (measured under load, benchmarks/PARALLEL.md).
+WARM_MODULES = ("prolas.gp", "scipy.signal", "torch._dynamo", "torch.optim")
+
 
 class ExecutorError(ProlasError):
     """The requested executor cannot be built (bad options, Dask missing or unreachable)."""
@@ -99,14 +104,26 @@ def _init_worker(threads: int) -> None:
     _pin_threads(threads)
 
 
-def _mp_context() -> multiprocessing.context.BaseContext:
-    """``forkserver`` with torch pre-imported (workers fork from a clean, torch-loaded
-    server: ≈ 4 s to start a pool instead of ≈ 9 s with ``spawn``); ``spawn`` elsewhere."""
+def _mp_context(extra: tuple[str, ...] = ()) -> multiprocessing.context.BaseContext:
+    """``forkserver`` with :data:`WARM_MODULES` (and ``extra``) pre-imported: workers
+    fork from one clean server that has imported torch, so a pool (and its replacement
+    after a crash) starts without re-importing anything; ``spawn`` where there is no
+    forkserver. The preload list only matters before the server first starts."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["prolas.gp"])  # only used when the server first starts
+        ctx.set_forkserver_preload([*WARM_MODULES, *extra])
         return ctx
     return multiprocessing.get_context("spawn")  # pragma: no cover - Windows
+
+
+def _start_forkserver(extra: tuple[str, ...] = ()) -> str:
+    """Start the shared fork server now (with our preloads); returns the start method."""
+    ctx = _mp_context(extra)
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+    return ctx.get_start_method()
 
 
 class ProcessPool(Executor):
@@ -199,17 +216,28 @@ def _pin_dask_workers(client) -> None:
 @contextlib.contextmanager
 def _dask_executor(scheduler: str | None, dask_local: int | None) -> Iterator[Executor]:
     distributed = _import_distributed()
-    cluster = None
-    try:
+    import dask
+
+    with contextlib.ExitStack() as stack:
         if dask_local is not None:
-            cluster = distributed.LocalCluster(
-                n_workers=dask_local,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=logging.ERROR,
+            # Dask's nanny starts workers with multiprocessing (``spawn`` by default, each
+            # worker then imports torch, Dask, scipy: ~10 s each on a busy machine); fork
+            # them from our pre-loaded fork server instead.
+            method = _start_forkserver(extra=("distributed",))
+            stack.enter_context(
+                dask.config.set({"distributed.worker.multiprocessing-method": method})
             )
-            client = distributed.Client(cluster)
+            cluster = stack.enter_context(
+                distributed.LocalCluster(
+                    n_workers=dask_local,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                    preload=list(WARM_MODULES),  # no-ops when forked from the server
+                )
+            )
+            client = stack.enter_context(distributed.Client(cluster))
         else:
             try:
                 client = distributed.Client(scheduler, timeout="10s")
@@ -217,25 +245,15 @@ def _dask_executor(scheduler: str | None, dask_local: int | None) -> Iterator[Ex
                 raise ExecutorError(
                     f"cannot reach the Dask scheduler at {scheduler}: {exc}"
                 ) from None
-    except BaseException:
-        if cluster is not None:
-            cluster.close()
-        raise
-    try:
-        try:
-            client.wait_for_workers(1, timeout=60)
-        except TimeoutError:
-            raise ExecutorError(
-                f"the Dask scheduler at {scheduler} has no workers (waited 60 s)"
-            ) from None
+            stack.enter_context(client)
+            try:
+                client.wait_for_workers(1, timeout=60)
+            except TimeoutError:
+                raise ExecutorError(
+                    f"the Dask scheduler at {scheduler} has no workers (waited 60 s)"
+                ) from None
         _pin_dask_workers(client)
         yield client.get_executor(pure=False)
-    finally:
-        with contextlib.suppress(Exception):
-            client.close()
-        if cluster is not None:
-            with contextlib.suppress(Exception):
-                cluster.close()
 
 
 @contextlib.contextmanager

@@ -1,0 +1,246 @@
+"""Parallel evaluation (process pool, Dask), worker faults, and crash/Ctrl-C + resume end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from prolas.cli import main
+from prolas.data import Dataset
+from prolas.executors import ExecutorError, ProcessPool, default_workers, make_executor
+from prolas.expr import Expression, parse
+from prolas.gp import FitConfig, GPScorer
+from prolas.journal import JournalWarning
+from prolas.report import validate_result_json
+from prolas.search.evaluator import Evaluator, Score
+from prolas.search.greedy import search_cks
+
+ROOT = Path(__file__).resolve().parents[1]
+AIRLINE = str(ROOT / "data" / "airline.csv")
+BASE = ("SE", "LIN", "PER", "RQ")
+
+
+def _score(expr: Expression) -> Score:
+    key = str(expr)
+    v = float(len(key) + 3 * key.count("+"))  # deterministic, favours sums
+    return Score(key, "ok", v, v + 1.0, expr.n_params, 0.01)
+
+
+class SlowFirstScorer:
+    """Sleeps ``delay`` seconds on ``slow``; logs every finish (in finishing order) to a file."""
+
+    def __init__(self, log: Path, slow: str, delay: float) -> None:
+        self.log, self.slow, self.delay = str(log), slow, delay
+
+    def __call__(self, expr: Expression) -> Score:
+        if str(expr) == self.slow:
+            time.sleep(self.delay)
+        with open(self.log, "a") as fh:
+            fh.write(str(expr) + "\n")
+        return _score(expr)
+
+
+class FaultyScorer:
+    """Dies (``os._exit``) or raises on chosen expressions, only inside worker processes.
+
+    ``times`` = how many attempts of a chosen expression fail (0 = every attempt);
+    attempts are counted with marker files so the count survives dead workers.
+    """
+
+    def __init__(self, marks: Path, die=(), raise_=(), times: int = 0) -> None:
+        self.marks, self.die, self.raise_, self.times = str(marks), set(die), set(raise_), times
+        self.parent = os.getpid()
+
+    def attempts(self, key: str) -> int:
+        return sum(1 for f in os.listdir(self.marks) if f.startswith(key + "."))
+
+    def __call__(self, expr: Expression) -> Score:
+        key = str(expr)
+        if os.getpid() != self.parent and key in self.die | self.raise_:
+            n = self.attempts(key)
+            Path(self.marks, f"{key}.{n + 1}").touch()
+            if self.times == 0 or n < self.times:
+                if key in self.die:
+                    os._exit(1)  # the worker process dies mid-fit
+                raise RuntimeError(f"fit of {key} blew up")
+        return _score(expr)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = ProcessPool(2)
+    yield p
+    p.shutdown()
+
+
+def test_out_of_order_completion_keeps_proposal_order(tmp_path, pool) -> None:
+    log = tmp_path / "finished.txt"
+    seen = []
+    ev = Evaluator(SlowFirstScorer(log, "SE", 1.5), budget=10, executor=pool, on_result=seen.append)
+    out = ev.evaluate_many([parse(e) for e in BASE])
+    finished = log.read_text().split()
+    assert finished[-1] == "SE" and sorted(finished) == sorted(BASE)  # SE finished last
+    assert [e.expression for e in out] == list(BASE)
+    assert [e.expression for e in ev.history] == list(BASE)
+    assert [e.index for e in ev.history] == [1, 2, 3, 4]
+    assert [e.expression for e in seen] == list(BASE)  # journal/progress order too
+
+
+def test_worker_killed_mid_fit_is_retried_and_the_batch_completes(tmp_path, pool) -> None:
+    replaced = pool.replaced
+    scorer = FaultyScorer(tmp_path, die={"PER"}, times=1)
+    ev = Evaluator(scorer, budget=10, executor=pool)
+    out = ev.evaluate_many([parse(e) for e in (*BASE, "LIN + SE")])
+    assert [e.status for e in out] == ["ok"] * 5
+    assert [e.bic for e in out] == [_score(parse(e)).bic for e in (*BASE, "LIN + SE")]
+    assert scorer.attempts("PER") == 2 and pool.replaced == replaced + 1
+
+
+def test_worker_that_always_dies_is_recorded_failed_and_search_goes_on(tmp_path, pool) -> None:
+    scorer = FaultyScorer(tmp_path, die={"PER"})
+    ev = Evaluator(scorer, budget=30, executor=pool, retries=1)
+    result = search_cks(ev, depth=2)
+    by = {e.expression: e for e in result.history}
+    assert by["PER"].status == "failed" and "BrokenProcessPool" in by["PER"].error
+    assert all(by[k].ok for k in ("SE", "LIN", "RQ"))
+    # the search went on through level 2 (the expansions of the level-1 winner)
+    assert result.extra["stopped"] == "depth" and result.evaluations > 4
+    # charged only for runs where it was alone (1 + 1 retry), after at most two
+    # resubmissions as part of a batch whose pool it broke
+    assert 2 <= scorer.attempts("PER") <= 4
+
+
+def test_raising_worker_is_retried_once_then_recorded_failed(tmp_path, pool) -> None:
+    flaky = FaultyScorer(tmp_path / "a", raise_={"RQ"}, times=1)
+    (tmp_path / "a").mkdir()
+    ev = Evaluator(flaky, budget=4, executor=pool)
+    assert [e.status for e in ev.evaluate_many([parse(e) for e in BASE])] == ["ok"] * 4
+    (tmp_path / "b").mkdir()
+    bad = FaultyScorer(tmp_path / "b", raise_={"RQ"})
+    ev = Evaluator(bad, budget=4, executor=pool, retries=1)
+    out = ev.evaluate_many([parse(e) for e in BASE])
+    assert [e.status for e in out] == ["ok", "ok", "ok", "failed"]
+    assert "RuntimeError: fit of RQ blew up" in out[3].error and bad.attempts("RQ") == 2
+
+
+def test_executor_options() -> None:
+    with make_executor(workers=1) as ex:
+        assert ex is None
+    with pytest.raises(ExecutorError, match="not both"):
+        with make_executor(scheduler="tcp://127.0.0.1:1", dask_local=2):
+            pass
+    with pytest.raises(ExecutorError, match="tcp://HOST:PORT"):
+        with make_executor(scheduler="localhost"):
+            pass
+    assert default_workers("cks", 1, 50, cores=2) == 2
+    assert default_workers("prolas", 1, 50, cores=2) == 1  # sequential BO: nothing to share
+    assert default_workers("prolas", 4, 50, cores=2) == 2
+    assert default_workers("cks", 1, 6, cores=2) == 1  # small job: no pool start-up
+
+
+def test_dask_local_cluster_cks_equals_sequential() -> None:
+    rng = np.random.default_rng(0)
+    x = np.linspace(0.0, 6.0, 40)
+    y = np.sin(2 * np.pi * x / 1.5) + 0.3 * x + 0.1 * rng.standard_normal(40)
+    scorer = GPScorer(Dataset.from_arrays(x, y, name="tiny"), FitConfig(restarts=1, max_iter=60))
+    seq = search_cks(Evaluator(scorer, budget=9), depth=2)
+    with make_executor(dask_local=2) as ex:
+        assert type(ex).__name__ == "ClientExecutor"
+        par = search_cks(Evaluator(scorer, budget=9, executor=ex), depth=2)
+    assert [e.expression for e in par.history] == [e.expression for e in seq.history]
+    for a, b in zip(par.history, seq.history):
+        assert a.status == b.status == "ok"
+        assert a.bic == pytest.approx(b.bic, rel=1e-9, abs=1e-9)
+    assert par.best.expression == seq.best.expression
+
+
+def _journal_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines(keepends=True) if path.exists() else []
+
+
+def _wait_for_entries(proc: subprocess.Popen, journal: Path, k: int, timeout: float = 150) -> None:
+    t0 = time.monotonic()
+    while len(_journal_lines(journal)) < k + 1:  # header + k evaluations
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() - t0 < timeout, "no progress"
+        time.sleep(0.05)
+
+
+def test_sigkill_then_ctrl_c_then_resume_keeps_every_journalled_fit(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    journal = out / "journal.jsonl"
+    budget = 8
+    args = ["fit", AIRLINE, "--search", "cks", "--restarts", "1", "--budget", str(budget)]
+    args += ["--out", str(out), "--workers", "1", "--quiet"]
+    cmd = [sys.executable, "-m", "prolas.cli", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    # 1. killed with SIGKILL after 3 journalled evaluations (no chance to clean up)
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        _wait_for_entries(proc, journal, 3)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    killed = _journal_lines(journal)
+    k1 = len(killed) - 1
+    assert 3 <= k1 < budget and not (out / "result.json").exists()
+
+    # 2. resumed, then interrupted with Ctrl-C (SIGINT): exit 130 and a valid partial result
+    proc = subprocess.Popen([*cmd, "--resume"], stderr=subprocess.PIPE, env=env)
+    try:
+        _wait_for_entries(proc, journal, k1 + 2)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read().decode()
+    assert code == 130, err
+    assert "partial result" in err and "--resume" in err
+    partial = json.loads((out / "result.json").read_text())
+    validate_result_json(partial)
+    interrupted = _journal_lines(journal)
+    assert interrupted[: k1 + 1] == killed  # nothing journalled was redone or rewritten
+    assert k1 + 2 <= partial["search"]["evaluations"] < budget
+
+    # 3. a power cut tore the last line; resuming drops it with a warning and finishes
+    with open(journal, "a") as fh:
+        fh.write(interrupted[-1][:40])
+    k2 = len(interrupted) - 1
+    with pytest.warns(JournalWarning, match="torn last line"):
+        code = main([*args[:-1], "--resume"])  # without --quiet: warnings are shown
+    assert code == 0, capsys.readouterr().err
+    final = _journal_lines(journal)
+    assert final[: k2 + 1] == interrupted  # every journalled evaluation kept, byte for byte
+    rows = [json.loads(line) for line in final[1:]]
+    assert len(rows) == budget  # each expression fitted exactly once: none refitted
+    assert len({r["expression"] for r in rows}) == budget
+    doc = json.loads((out / "result.json").read_text())
+    validate_result_json(doc)
+    assert doc["search"]["evaluations"] == budget
+    assert [(h["expression"], h["bic"]) for h in doc["history"]] == [
+        (r["expression"], r["bic"]) for r in rows
+    ]
+
+
+def test_resume_without_journal_and_bad_executor_options_are_one_line_errors(
+    tmp_path, capsys
+) -> None:
+    code = main(["fit", AIRLINE, "--out", str(tmp_path / "x"), "--resume", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "nothing to resume" in err and len(err.strip().splitlines()) == 1
+    code = main(
+        ["fit", AIRLINE, "--out", str(tmp_path / "y"), "--dask-local", "2"]
+        + ["--workers", "2", "--quiet"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "--workers" in err
