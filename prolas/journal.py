@@ -374,14 +374,20 @@ def _ends_with_newline(fh, size: int) -> bool:
     return fh.read(1) == b"\n"
 
 
+def _has_entries(path: Path) -> bool:
+    """Whether a journal holds any evaluation (a header-only one has nothing to lose)."""
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip()) > 1
+
+
 def open_journal(
     out: str | Path, dataset: Dataset, config: SearchConfig, *, resume: bool, force: bool
 ) -> Journal:
     """The CLI's journal policy for ``prolas fit --out OUT``.
 
     ``resume``: continue ``OUT/journal.jsonl`` (must exist and match). Otherwise a new
-    journal is started; an existing one (an unfinished or earlier run) is only
-    replaced with ``force``.
+    journal is started; an existing one holding evaluations (an unfinished or earlier
+    run) is only replaced with ``force``.
     """
     path = Path(out) / JOURNAL_NAME
     fp = fingerprint(dataset, config)
@@ -394,7 +400,7 @@ def open_journal(
                 f"{config.budget}; resume with --budget {len(journal.entries)} or more"
             )
         return journal
-    if path.exists() and not force:
+    if path.exists() and not force and _has_entries(path):
         raise OutputExistsError(
             f"{out} holds the journal of an earlier run ({JOURNAL_NAME}); use --resume to "
             "continue it, --force to start over, or another --out"

@@ -250,6 +250,11 @@ def test_fingerprint_names_what_differs_and_ignores_the_budget(tmp_path) -> None
 
     j = open_journal(tmp_path, ds, base, resume=False, force=False)
     j.close()
+    # a header-only journal (a run that failed before its first fit) holds nothing to lose
+    open_journal(tmp_path, ds, base, resume=False, force=False).close()
+    j = open_journal(tmp_path, ds, base, resume=False, force=False)
+    j.append(Evaluation(1, "SE", "ok", 1.0, 1.0, 3, 0.1, None), 1.0)
+    j.close()
     with pytest.raises(JournalError, match="seed 0 -> 1"):
         open_journal(tmp_path, ds, base.replace(seed=1), resume=True, force=False)
     with pytest.raises(JournalError, match="restarts 2 -> 3"):
