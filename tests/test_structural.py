@@ -210,3 +210,28 @@ def test_unknown_surrogate_or_optimiser_is_rejected():
         search_structural(ev, SMALL, surrogate="nope")
     with pytest.raises(ValueError, match="optimiser"):
         search_structural(ev, SMALL, acq_opt="nope")
+
+
+def test_structural_search_end_to_end_on_airline_gives_a_valid_result_json(tmp_path):
+    import json
+
+    from prolas.data import load_csv
+    from prolas.gp import FitConfig, GPScorer
+    from prolas.report import result_to_json, validate_result_json
+
+    dataset = load_csv("data/airline.csv")
+    ev = Evaluator(GPScorer(dataset, FitConfig(restarts=2, seed=0)), budget=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)
+        res = search_structural(ev, SMALL, surrogate="hierarchical", acq_opt="ea", seed=0, n_init=3)
+    assert res.evaluations == 5 and res.extra["iterations"] == 2
+    assert all(e.ok for e in res.history)
+    best = res.best
+    assert best.bic == max(e.bic for e in res.history)
+    doc = result_to_json(dataset, res, best.fit, method="structural", seed=0, budget=5)
+    validate_result_json(doc)
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(doc, allow_nan=False))
+    back = json.loads(path.read_text())
+    assert back["best"]["expression"] == best.expression
+    assert [h["expression"] for h in back["history"]] == [e.expression for e in res.history]

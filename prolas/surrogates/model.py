@@ -169,6 +169,8 @@ class StructuralSurrogate:
             always-active continuous features (e.g. r_d); vector kernels only.
         feature_bounds: ``[(l, u)] * F`` for the features.
         kernel_options: keyword arguments for the kernel constructor.
+        registry: for ``ot``, an :class:`ExpressionRegistry` to share (its distance
+            cache is reused); a new one by default.
     """
 
     def __init__(
@@ -178,6 +180,7 @@ class StructuralSurrogate:
         features: Callable[[list[GSeq]], np.ndarray] | None = None,
         feature_bounds: Sequence[tuple[float, float]] | None = None,
         kernel_options: dict | None = None,
+        registry: ExpressionRegistry | None = None,
     ) -> None:
         if name not in SURROGATES:
             raise ValueError(f"unknown surrogate {name!r}; choose from {', '.join(SURROGATES)}")
@@ -189,7 +192,9 @@ class StructuralSurrogate:
         if features is not None and feature_bounds is None:
             raise ValueError("feature_bounds are required with features")
         self.space = ConditionalSpace.from_grammar(grammar, n_feat, feature_bounds)
-        self.registry = ExpressionRegistry() if name == "ot" else None
+        if name == "ot" and registry is None:
+            registry = ExpressionRegistry()
+        self.registry = registry if name == "ot" else None
 
     def encode(self, seqs: Sequence[GSeq]) -> torch.Tensor:
         """``n x 2D`` conditional-space rows, or ``n x 1`` registry indices for ``ot``."""

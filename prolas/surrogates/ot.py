@@ -39,7 +39,10 @@ this on construction and refuses an M that violates it. Infinite entries are
 replaced by a finite ``infinity`` >= 2 (never used by an optimal plan, since
 leaving both masses unmatched costs 2); this keeps the triangle inequality because
 any path between two label classes crosses an infinite entry. d_bar is *not* a
-metric (OTMANN notes this too).
+metric (OTMANN notes this too). d is a *pseudo*metric: two different expressions
+whose graphs have the same labelled nodes, masses and path lengths are at distance
+0 (e.g. ``PER*PER*RQ + PER*RQ*RQ*SE`` and ``PER*PER*RQ*SE + PER*RQ*RQ``: the
+node multisets do not say which leaves share a product).
 
 **Kernel.** kappa = alpha e^{-beta d} + alpha_bar e^{-beta_bar d_bar} with learnable
 alpha, beta, alpha_bar, beta_bar in [1e-4, 1e3] (NASBOT §4; bounded so that the
