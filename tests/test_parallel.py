@@ -74,6 +74,27 @@ class FaultyScorer:
         return _score(expr)
 
 
+class IntervalScorer:
+    """Sleeps ``delay`` s per fit and logs each fit's (start, end) wall-clock interval."""
+
+    def __init__(self, log: Path, delay: float) -> None:
+        self.log, self.delay = str(log), delay
+
+    def __call__(self, expr: Expression) -> Score:
+        t0 = time.time()
+        time.sleep(self.delay)
+        with open(self.log, "a") as fh:
+            fh.write(f"{expr}\t{t0}\t{time.time()}\n")
+        return _score(expr)
+
+    def overlaps(self) -> int:
+        """Pairs of fits that ran at the same time (in different worker processes)."""
+        rows = [line.split("\t") for line in Path(self.log).read_text().splitlines()]
+        iv = [(float(a), float(b)) for _, a, b in rows]
+        pairs = [(a, b) for i, a in enumerate(iv) for b in iv[:i]]
+        return sum(1 for a, b in pairs if a[0] < b[1] and b[0] < a[1])
+
+
 @pytest.fixture(scope="module")
 def pool():
     p = ProcessPool(2)
@@ -129,6 +150,32 @@ def test_raising_worker_is_retried_once_then_recorded_failed(tmp_path, pool) -> 
     out = ev.evaluate_many([parse(e) for e in BASE])
     assert [e.status for e in out] == ["ok", "ok", "ok", "failed"]
     assert "RuntimeError: fit of RQ blew up" in out[3].error and bad.attempts("RQ") == 2
+
+
+@pytest.mark.parametrize("method", ["random", "structural"])
+def test_batch_proposals_of_other_strategies_run_in_parallel(tmp_path, pool, method) -> None:
+    from prolas.grammar import Grammar
+    from prolas.search.random_search import search_random
+    from prolas.search.structural import search_structural
+
+    scorer = IntervalScorer(tmp_path / "iv.tsv", 0.3)
+    ev = Evaluator(scorer, budget=8, executor=pool)
+    if method == "random":
+        res = search_random(ev, Grammar.default(), seed=0, batch=4)
+    else:
+        res = search_structural(
+            ev, Grammar.from_file("small"), acq_opt="random", n_init=4, seed=0, batch=2
+        )
+    assert res.evaluations == 8
+    assert scorer.overlaps() >= 3  # fits of one batch overlapped in time on the 2 workers
+    seq = Evaluator(_score, budget=8)
+    if method == "random":
+        ref = search_random(seq, Grammar.default(), seed=0, batch=4)
+    else:
+        ref = search_structural(
+            seq, Grammar.from_file("small"), acq_opt="random", n_init=4, seed=0, batch=2
+        )
+    assert [e.expression for e in res.history] == [e.expression for e in ref.history]
 
 
 def test_executor_options() -> None:
