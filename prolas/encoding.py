@@ -64,7 +64,7 @@ import numpy as np
 import torch
 
 from prolas.errors import GrammarError
-from prolas.expr import Base, Expression, Term
+from prolas.expr import Expression, Term, from_terms
 from prolas.grammar import OPERATIONS, STOP, Grammar, Sequence
 
 __all__ = [
@@ -94,11 +94,20 @@ _STOP_INDEX = OPERATIONS.index(STOP)
 
 @functools.lru_cache(maxsize=200_000)
 def sequence_to_expression(seq: Sequence) -> Expression:
-    """Apply a token sequence left to right, S <- S op K (as :meth:`Grammar.to_expression`)."""
-    expr: Expression = Base(seq[0])
+    """Apply a token sequence left to right, S <- S op K (as :meth:`Grammar.to_expression`),
+    returning the canonical expression (cached: decoding calls this a lot)."""
+    terms: list[tuple[str, ...]] = [(seq[0],)]
     for op, k in zip(seq[1::2], seq[2::2], strict=False):
-        expr = expr + Base(k) if op == "+" else expr * Base(k)
-    return expr
+        if op == "+":
+            terms.append((k,))
+        elif op == "*":
+            terms = [t + (k,) for t in terms]
+    return _expression_of_terms(tuple(sorted({tuple(sorted(t)) for t in terms})))
+
+
+@functools.lru_cache(maxsize=200_000)
+def _expression_of_terms(terms: tuple[tuple[str, ...], ...]) -> Expression:
+    return from_terms(terms)
 
 
 class GrammarEncoding:
