@@ -89,10 +89,17 @@ def read_table(name: str) -> list[dict]:
     if not path.is_file():
         return []
     with path.open() as fh:
-        return list(csv.DictReader(fh))
+        rows = list(csv.DictReader(fh))
+    first: dict[str, dict] = {}
+    for r in rows:  # one row per expression (an interrupted run may have repeated some)
+        first.setdefault(r["expression"], r)
+    return sorted(first.values(), key=lambda r: int(r["index"]))
 
 
-def compute_bics(name: str, n: int, restarts: int = 3) -> None:
+def compute_bics(name: str, n: int, restarts: int = 3, reverse: bool = False) -> None:
+    """Fit the first ``n`` distinct expressions (``reverse``: last first, so that a second
+    worker can share the job); rows already in the CSV, also those written meanwhile by
+    another worker, are skipped."""
     from prolas.data import load_csv
     from prolas.gp import FitConfig, GPScorer
 
@@ -108,9 +115,10 @@ def compute_bics(name: str, n: int, restarts: int = 3) -> None:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         if new_file:
             writer.writeheader()
-        for i, s in enumerate(seqs):
+        order = list(enumerate(seqs))
+        for i, s in reversed(order) if reverse else order:
             expr = grammar.to_expression(s)
-            if str(expr) in done:
+            if str(expr) in done or str(expr) in {r["expression"] for r in read_table(name)}:
                 continue
             t0 = time.perf_counter()
             score = scorer(expr)
@@ -453,11 +461,12 @@ def main() -> None:
     ap.add_argument("--part", choices=("bic", "regression", "numerics"), required=True)
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS))
     ap.add_argument("--splits", type=int, default=3, help="random train/test splits per n")
+    ap.add_argument("--reverse", action="store_true", help="bic: fit the list from its end")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.part == "bic":
         for name in args.datasets:
-            compute_bics(name, N_EXPRESSIONS)
+            compute_bics(name, N_EXPRESSIONS, reverse=args.reverse)
     elif args.part == "regression":
         run_regression(args.datasets, args.splits)
     else:

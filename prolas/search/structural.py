@@ -101,7 +101,13 @@ def search_structural(
     torch.manual_seed(seed)
     model = StructuralSurrogate(surrogate, grammar)
     sequences: dict[str, GSeq] = {}
-    stats = {"iterations": 0, "fit_seconds": 0.0, "acq_seconds": 0.0, "fallbacks": 0}
+    stats = {
+        "iterations": 0,
+        "fit_seconds": 0.0,
+        "acq_seconds": 0.0,
+        "fallbacks": 0,
+        "numerics_warnings": 0,
+    }
 
     def evaluate(seqs: list[GSeq]) -> None:
         before = evaluator.n_unique
@@ -124,42 +130,52 @@ def search_structural(
             out.append(s)
         return out
 
+    def propose(hist: list[Evaluation], want: int, previous):
+        """Fit the surrogate and maximise the acquisition: ``(proposals, fit)``."""
+        y = _targets(hist)
+        t0 = time.perf_counter()
+        try:
+            fit = model.fit(
+                [sequences[e.expression] for e in hist], y, max_iter=50, warm_start=previous
+            )
+        except Exception as exc:  # a surrogate failure must not end the search
+            msg = f"surrogate fit failed ({exc}); proposing a random sample"
+            warnings.warn(msg, NumericsWarning, stacklevel=2)
+            return [], previous
+        finally:
+            stats["fit_seconds"] += time.perf_counter() - t0
+        best = max(v for v, e in zip(y, hist) if e.ok)
+        t0 = time.perf_counter()
+        proposals = optimise_acquisition(
+            acq_opt,
+            lambda ss: fit.log_ei(model.encode(ss), best).numpy(),
+            grammar,
+            rng,
+            pool=[sequences[e.expression] for e in hist],
+            exclude={e.expression for e in evaluator.history},
+            n=want,
+        )
+        stats["acq_seconds"] += time.perf_counter() - t0
+        return proposals, fit
+
     evaluate(fresh_samples(min(n_init, evaluator.remaining)))
     previous = None  # the last fit: its hyperparameters warm-start the next one
+    first_warning = ""
     while not evaluator.exhausted:
         stats["iterations"] += 1
         hist = [e for e in evaluator.history if e.expression in sequences]
         want = min(batch, evaluator.remaining)
         proposals: list[GSeq] = []
         if sum(e.ok for e in hist) >= 2:
-            y = _targets(hist)
-            t0 = time.perf_counter()
-            try:
-                fit = model.fit(
-                    [sequences[e.expression] for e in hist], y, max_iter=50, warm_start=previous
-                )
-                previous = fit
-            except Exception as exc:  # a surrogate failure must not end the search
-                warnings.warn(
-                    f"surrogate fit failed ({exc}); proposing a random sample",
-                    NumericsWarning,
-                    stacklevel=2,
-                )
-                fit = None
-            stats["fit_seconds"] += time.perf_counter() - t0
-            if fit is not None:
-                best = max(v for v, e in zip(y, hist) if e.ok)
-                t0 = time.perf_counter()
-                proposals = optimise_acquisition(
-                    acq_opt,
-                    lambda ss, fit=fit, best=best: fit.log_ei(model.encode(ss), best).numpy(),
-                    grammar,
-                    rng,
-                    pool=[sequences[e.expression] for e in hist],
-                    exclude={e.expression for e in evaluator.history},
-                    n=want,
-                )
-                stats["acq_seconds"] += time.perf_counter() - t0
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                proposals, previous = propose(hist, want, previous)
+            for w in caught:  # surrogate numerics are summarised once, at the end
+                if issubclass(w.category, NumericsWarning):
+                    stats["numerics_warnings"] += 1
+                    first_warning = first_warning or str(w.message)
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if proposals:
             for s in proposals:
                 sequences.setdefault(str(grammar.to_expression(s)), s)
@@ -172,6 +188,13 @@ def search_structural(
         evaluate(proposals)
         if evaluator.n_unique == before:  # nothing new could be evaluated
             break
+    if stats["numerics_warnings"]:
+        warnings.warn(
+            f"structural search: {stats['numerics_warnings']} numerical warning(s) from the "
+            f"surrogate, e.g. {first_warning}",
+            NumericsWarning,
+            stacklevel=2,
+        )
     extra = {
         "surrogate": surrogate,
         "acq_opt": acq_opt,

@@ -201,7 +201,12 @@ def optimise_acquisition(
             p = np.exp(z)
             p /= p.sum()
             parents = rng.choice(len(members), size=n_mutations, p=p)
-            mutants = [mutate(members[i], grammar, rng) for i in parents]
+            mutants = []
+            for i in parents:
+                try:
+                    mutants.append(mutate(members[i], grammar, rng))
+                except GrammarError:  # no mutation applies (a one-expression grammar)
+                    continue
             mutants = [m for m in dict.fromkeys(mutants) if m not in scored.value]
             if not mutants:
                 continue
