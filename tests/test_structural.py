@@ -151,15 +151,16 @@ def test_structural_search_beats_random_on_a_planted_optimum_and_is_deterministi
             histories.append([e.expression for e in res.history])
             ev_r = Evaluator(TableScorer(table), budget=budget)
             random.append(search_random(ev_r, SMALL, seed=seed).best.bic)
+        # the same seed replays the same search (a shorter budget replays its prefix)
         again = search_structural(
-            Evaluator(TableScorer(table), budget=budget),
+            Evaluator(TableScorer(table), budget=10),
             SMALL,
             surrogate="hierarchical",
             acq_opt="ea",
             seed=0,
             n_init=6,
         )
-    assert [e.expression for e in again.history] == histories[0]  # deterministic per seed
+    assert [e.expression for e in again.history] == histories[0][:10]
     assert histories[0] != histories[1]  # and the seed matters
     assert np.mean(structural) > np.mean(random)
     assert max(structural) == max(table.values())  # the planted optimum is found
