@@ -5,7 +5,8 @@ warm-up 10 epochs, <= 60 epochs, patience 8, seed 0), 50 000 grammar draws, r_d 
 canonical 128-point grid on [0, 1]. Equivalent to
 ``prolas train-vae --grammar grammars/default.toml --out prolas/checkpoints/default``.
 
-    .venv/bin/python benchmarks/vae_train_shipped.py default seasonal
+    .venv/bin/python benchmarks/vae_train_shipped.py default
+    .venv/bin/python benchmarks/vae_train_shipped.py seasonal --latent-dim 16
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ def main() -> None:
     ap.add_argument("grammars", nargs="+", help="shipped grammar names, e.g. default seasonal")
     ap.add_argument("--samples", type=int, default=50_000)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--latent-dim", type=int, default=VAEConfig().latent_dim)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     for name in args.grammars:
         grammar = Grammar.from_file(name)
-        trained = train_kgvae(grammar, VAEConfig(), n_samples=args.samples, progress=False)
+        trained = train_kgvae(
+            grammar, VAEConfig(latent_dim=args.latent_dim), n_samples=args.samples, progress=False
+        )
         save_checkpoint(trained, CHECKPOINTS_DIR / grammar.name)
         print(
             name, json.dumps(trained.metadata["quality"]), trained.metadata["training"]["seconds"]

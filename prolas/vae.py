@@ -366,7 +366,7 @@ def train_kgvae(
         A :class:`TrainedVAE` (metadata holds the training figures).
     """
     config = config or VAEConfig()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     rng = np.random.default_rng(config.seed)
     torch.manual_seed(config.seed)
     enc = GrammarEncoding(grammar)
@@ -457,6 +457,8 @@ def train_kgvae(
             "best_val_loss": best_val,
             "final_train_loss": history[-1]["train_loss"] if history else None,
             "seconds": seconds,
+            "cpu_seconds": time.process_time() - c0,
+            "threads": torch.get_num_threads(),
         },
         "history": history,
     }

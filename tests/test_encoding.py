@@ -143,8 +143,10 @@ def test_greedy_stops_at_the_first_stop_and_mode_maximises_the_chain():
     s[o[1] + OPERATIONS.index(STOP)] = 5.0
     assert enc.decode_scores(s[None]) == [("LIN", "*", "LIN", STOP)]
     # mode: log-probabilities of the chain; compare with brute force over all sequences
+    g = small_grammar(3)
+    enc = GrammarEncoding(g)
     rng = np.random.default_rng(3)
-    logits = rng.normal(size=(50, enc.length)) * 2.0
+    logits = rng.normal(size=(200, enc.length)) * 2.0
     seqs = g.enumerate_sequences()
     onehots = enc.encode_many(seqs)  # (S, L)
     for row, seq in zip(logits, enc.decode_scores(logits, method="mode"), strict=True):
