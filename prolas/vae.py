@@ -705,6 +705,10 @@ def load_checkpoint(
         tokens,
         metadata=meta,
     )
+    bounds = meta.get("latent_bounds")
+    if isinstance(bounds, list) and np.shape(bounds) == (2, latent_dim):
+        # the default box, as computed at save time (saves encoding the training set)
+        trained._bounds_cache[(0.001, 0.1)] = torch.tensor(bounds, dtype=torch.float64)
     return trained
 
 
