@@ -736,6 +736,7 @@ def list_checkpoints(directory: str | Path | None = None) -> list[dict]:
                     "validity": q.get("validity"),
                     "sobol_distinct": q.get("sobol_distinct"),
                     "training_seconds": t.get("seconds"),
+                    "training_cpu_seconds": t.get("cpu_seconds"),
                     "prolas_version": meta.get("prolas_version"),
                 }
             )

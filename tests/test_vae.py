@@ -242,3 +242,13 @@ def test_shipped_checkpoint_lists_and_reconstructs_a_fresh_sample():
     assert acc >= 0.95
     z = 5.0 * torch.randn(1000, trained.latent_dim, generator=torch.Generator().manual_seed(0))
     _valid(trained.grammar, trained.decode_sequences(z))
+
+
+def test_every_shipped_checkpoint_matches_its_shipped_grammar():
+    for info in list_checkpoints():
+        assert "error" not in info, info
+        trained = load_checkpoint(info["name"], grammar=Grammar.from_file(info["grammar"]))
+        assert info["validity"] == 1.0
+        assert info["heldout_reconstruction"] >= 0.95
+        z = 50.0 * torch.nn.functional.normalize(torch.randn(200, trained.latent_dim), dim=1)
+        _valid(trained.grammar, trained.decode_sequences(z))
