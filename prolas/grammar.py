@@ -28,11 +28,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import tomllib
 
 from prolas.errors import GrammarError
 from prolas.expr import BASE_KERNELS, Base, Expression
