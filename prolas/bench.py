@@ -994,7 +994,7 @@ def plot_forecasts(
     axes[0, 0].legend(fontsize=7, frameon=False)
     fig.suptitle(f"Extrapolation forecasts (band: 95 % predictive, {methods[0]})", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return Path(path)
 
@@ -1080,12 +1080,23 @@ def extrapolation_markdown(table: pd.DataFrame, std: pd.DataFrame, config: Bench
         "|" + "---|" * (len(cols) + 1),
     ]
     for d in datasets:
-        lines.append(f"| {d} | " + " | ".join(f"{std.loc[d, m]:.2f}" for m in cols) + " |")
-    lines.append("| **median** | " + " | ".join(f"**{std[m].median():.2f}**" for m in cols) + " |")
+        lines.append(f"| {d} | " + " | ".join(_fmt(std.loc[d, m]) for m in cols) + " |")
+    lines.append(
+        "| **median** | " + " | ".join(f"**{_fmt(std[m].median())}**" for m in cols) + " |"
+    )
     lines += ["", "## Against ABCD", ""]
     for m in methods:
-        beats = int(sum(rmse.loc[d, m] < ABCD_RMSE[d] for d in datasets if d in ABCD_RMSE))
-        lines.append(f"- `{m}` has a lower RMSE than ABCD on {beats} of {len(datasets)} series.")
+        have = [d for d in datasets if d in ABCD_RMSE and math.isfinite(rmse.loc[d, m])]
+        beats = sum(bool(rmse.loc[d, m] < ABCD_RMSE[d]) for d in have)
+        lines.append(
+            f"- `{m}` has a lower RMSE than ABCD on {beats} of {len(have)} series"
+            + (
+                f" (no result yet on {len(datasets) - len(have)})"
+                if len(have) < len(datasets)
+                else ""
+            )
+            + f"; median standardised RMSE {_fmt(std[m].median())}."
+        )
     lines += ["", "![standardised RMSE](standardised_rmse.png)", "", "![forecasts](forecasts.png)"]
     return "\n".join(lines) + "\n"
 
@@ -1579,19 +1590,13 @@ def load_extrapolation_fit(
 
 
 def surrogate_regression_markdown(benchmarks: str | Path = "benchmarks") -> str:
-    """The committed surrogate-regression table (structural-search benchmark), as markdown.
-
-    Looks for a markdown file whose name mentions both "surrogate" and "regression"
-    under ``benchmarks`` (any depth); says so plainly if none has been committed.
-    """
-    found = sorted(
-        p
-        for p in Path(benchmarks).rglob("*.md")
-        if "surrogate" in p.name.lower() and "regression" in p.name.lower()
-    )
-    if not found:
+    """The committed surrogate-regression table (``benchmarks/surrogate_regression/
+    regression.md``, written by ``benchmarks/surrogate_regression.py``) as markdown;
+    says so plainly if it has not been committed."""
+    path = Path(benchmarks) / "surrogate_regression" / "regression.md"
+    if not path.exists():
         return (
-            f"*No surrogate-regression table under `{benchmarks}` yet (it is written by the "
-            "structural-search benchmark script).*"
+            f"*No surrogate-regression table at `{path}` yet (written by "
+            "`benchmarks/surrogate_regression.py`).*"
         )
-    return f"From `{found[0]}`:\n\n" + found[0].read_text()
+    return "From `benchmarks/surrogate_regression/regression.md`:\n\n" + path.read_text()
