@@ -62,7 +62,18 @@ STRATEGIES = {
     "structural": lambda ev: search_structural(
         ev, Grammar.from_file("small"), acq_opt="random", n_init=4, seed=1, batch=2
     ),
+    "prolas": lambda ev: _prolas(ev),
 }
+
+
+def _prolas(ev: Evaluator):
+    """PROLAS BO (q = 2) with the shipped KG-VAE and a small acquisition optimiser."""
+    from prolas.search.latent import LatentBOConfig, search_prolas
+    from prolas.vae import load_checkpoint
+
+    cfg = SearchConfig(budget=ev.budget, seed=3, batch=2)
+    opts = LatentBOConfig(n_init=3, num_restarts=4, raw_samples=64, mc_samples=32)
+    return search_prolas(ev, None, cfg, trained=load_checkpoint("default"), options=opts)
 
 
 def _entries(path: Path) -> list[dict]:
@@ -83,8 +94,10 @@ def _run(path: Path, strategy, budget: int, resume: bool, fail=frozenset()):
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_resume_from_any_prefix_replays_the_same_search_without_refits(tmp_path, strategy) -> None:
-    # structural BO refits its surrogate every step: fewer resume points keep it fast
-    budget, cuts = (10, (3, 7)) if strategy == "structural" else (14, (0, 1, 5, 9, 14))
+    # the BO searches refit their surrogate every step: fewer resume points keep them fast
+    budget, cuts = {"structural": (10, (3, 7)), "prolas": (8, (5,))}.get(
+        strategy, (14, (0, 1, 5, 9, 14))
+    )
     full_path = tmp_path / "full.jsonl"
     full, scorer = _run(full_path, strategy, budget, resume=False, fail=frozenset({"LIN"}))
     assert full.evaluations == budget and len(scorer.calls) == budget
@@ -99,6 +112,8 @@ def test_resume_from_any_prefix_replays_the_same_search_without_refits(tmp_path,
         assert set(scorer2.calls).isdisjoint(e["expression"] for e in _entries(cut)[:k])
         key = [(e.index, e.expression, e.status, e.bic) for e in full.history]
         assert [(e.index, e.expression, e.status, e.bic) for e in resumed.history] == key
+        if strategy == "prolas":
+            assert full.extra["bo_steps"] >= 2  # the BO loop itself was replayed
         timeless = {k: v for k, v in full.extra.items() if not k.endswith("seconds")}
         assert {k: resumed.extra[k] for k in timeless} == timeless
         assert _entries(cut) == _entries(full_path)  # the journal ends up identical
