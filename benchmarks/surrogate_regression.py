@@ -471,7 +471,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", choices=("bic", "regression", "numerics"), required=True)
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS))
-    ap.add_argument("--splits", type=int, default=3, help="random train/test splits per n")
+    ap.add_argument("--splits", type=int, default=5, help="random train/test splits per n")
     ap.add_argument("--reverse", action="store_true", help="bic: fit the list from its end")
     args = ap.parse_args()
     torch.set_num_threads(1)
