@@ -99,6 +99,7 @@ __all__ = [
     "default_method",
     "synthetic_series",
     "surrogate_regression_markdown",
+    "small_png",
 ]
 
 #: The 9 Automatic Statistician series shipped in data/ (DESIGN.md order).
@@ -1574,19 +1575,30 @@ def fraction_table(results: Sequence[FractionResult]) -> pd.DataFrame:
 
 
 def load_extrapolation_fit(
-    out: str | Path, dataset: str, method: str, seed: int = 0, data_dir: str | Path = "data"
-) -> tuple[FitResult, Dataset, Dataset]:
-    """A committed extrapolation result: the final model of one cell, with its training
-    and test data (predict with ``prolas.gp.predict(fit, train, x)``)."""
-    path = _cell_path(Path(out), dataset, method, seed)
-    if not path.exists():
-        raise ProlasError(f"no extrapolation result {path}; run prolas bench --extrapolation")
-    cell = json.loads(path.read_text())
-    if not cell.get("test"):
-        raise ProlasError(f"{path}: every evaluation failed")
-    train = _load(Path(data_dir) / f"{dataset}_train.csv")
-    test = _load(Path(data_dir) / f"{dataset}_test.csv")
-    return FitResult.from_json(cell["test"]["final"], n=train.n), train, test
+    out: str | Path,
+    dataset: str,
+    method: str | Sequence[str],
+    seed: int = 0,
+    data_dir: str | Path = "data",
+) -> tuple[str, FitResult, Dataset, Dataset]:
+    """A committed extrapolation result: ``(method, final model, train, test)`` of the
+    first of ``method`` (a name or a preference list) with a result for ``dataset``.
+    Predict with ``prolas.gp.predict(fit, train, x)``."""
+    names = [method] if isinstance(method, str) else list(method)
+    for name in names:
+        path = _cell_path(Path(out), dataset, name, seed)
+        if not path.exists():
+            continue
+        cell = json.loads(path.read_text())
+        if not cell.get("test"):
+            continue
+        train = _load(Path(data_dir) / f"{dataset}_train.csv")
+        test = _load(Path(data_dir) / f"{dataset}_test.csv")
+        return name, FitResult.from_json(cell["test"]["final"], n=train.n), train, test
+    raise ProlasError(
+        f"no extrapolation result for {dataset} ({', '.join(names)}) in {out}; "
+        "run prolas bench --extrapolation"
+    )
 
 
 def surrogate_regression_markdown(benchmarks: str | Path = "benchmarks") -> str:
@@ -1600,3 +1612,18 @@ def surrogate_regression_markdown(benchmarks: str | Path = "benchmarks") -> str:
             "`benchmarks/surrogate_regression.py`).*"
         )
     return "From `benchmarks/surrogate_regression/regression.md`:\n\n" + path.read_text()
+
+
+def small_png(path: str | Path, width: int = 700, colors: int = 64) -> bytes:
+    """A PNG file shrunk for embedding in a notebook: at most ``width`` pixels wide and a
+    ``colors``-colour palette (plots have few colours; typically 3-5x smaller)."""
+    import io
+
+    from PIL import Image
+
+    im = Image.open(path).convert("RGB")
+    if im.width > width:
+        im = im.resize((width, round(im.height * width / im.width)), Image.Resampling.LANCZOS)
+    buf = io.BytesIO()
+    im.quantize(colors=colors).save(buf, format="PNG", optimize=True)
+    return buf.getvalue()

@@ -13,7 +13,7 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-ALLOWED_IMPORTS = {"os", "tempfile", "pathlib", "IPython.display", "prolas"}
+ALLOWED_IMPORTS = {"os", "tempfile", "warnings", "pathlib", "IPython.display", "prolas"}
 
 #: small settings for the test run (each notebook reads these environment variables)
 SMALL = {
