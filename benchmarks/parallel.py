@@ -29,8 +29,10 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +53,35 @@ torch.set_num_threads(1)
 
 def load() -> float:
     return round(os.getloadavg()[0], 2)
+
+
+@dataclass(frozen=True)
+class CPUTimed:
+    """Wraps a scorer; appends each fit's CPU seconds (of the process running it) to ``log``.
+
+    CPU seconds do not grow when other processes compete for the cores, wall seconds
+    do: ``sum of fit CPU s / search wall s`` is the number of cores the search got.
+    """
+
+    inner: GPScorer
+    log: str
+
+    def __call__(self, expr):
+        c0 = time.process_time()
+        score = self.inner(expr)
+        with open(self.log, "a") as fh:
+            fh.write(f"{expr}\t{time.process_time() - c0}\n")
+        return score
+
+    def cpu_seconds(self) -> float:
+        if not os.path.exists(self.log):
+            return 0.0
+        with open(self.log) as fh:
+            return sum(float(line.split("\t")[1]) for line in fh if line.strip())
+
+    def reset(self) -> None:
+        if os.path.exists(self.log):
+            os.remove(self.log)
 
 
 def _tiny_scorer() -> GPScorer:
@@ -77,9 +108,11 @@ def executor(kind: str):
 
 def run_cks(args) -> dict:
     ds = load_csv(ROOT / "data" / "mauna.csv")
-    scorer = GPScorer(ds, FitConfig(restarts=args.restarts, seed=0))
+    log = os.path.join(tempfile.mkdtemp(), "cpu.tsv")
+    scorer = CPUTimed(GPScorer(ds, FitConfig(restarts=args.restarts, seed=0)), log)
     rows, histories = [], {}
     for kind in ("in-process", "process pool (2)", "dask LocalCluster (2)"):
+        scorer.reset()
         load_before = load()
         with executor(kind) as (ex, startup):
             ev = Evaluator(scorer, budget=200, executor=ex)
@@ -95,6 +128,8 @@ def run_cks(args) -> dict:
                 "startup_s": round(startup, 2),
                 "search_s": round(wall, 2),
                 "sum_fit_s": round(fit_seconds, 2),
+                "sum_fit_cpu_s": round(scorer.cpu_seconds(), 2),
+                "cores_used": round(scorer.cpu_seconds() / wall, 2),
                 "best": res.best.expression,
                 "best_bic": round(res.best.bic, 3),
                 "load_before": load_before,
@@ -131,7 +166,8 @@ def run_prolas(args) -> dict:
     except CheckpointError as exc:
         return {"error": str(exc)}
     ds = load_csv(ROOT / "data" / "airline.csv")
-    scorer = GPScorer(ds, FitConfig(restarts=args.restarts, seed=0))
+    log = os.path.join(tempfile.mkdtemp(), "cpu.tsv")
+    scorer = CPUTimed(GPScorer(ds, FitConfig(restarts=args.restarts, seed=0)), log)
     _tiny_scorer()(parse("PER + SE"))  # warm up in-process
     rows = []
     pool = ProcessPool(2)
@@ -143,6 +179,7 @@ def run_prolas(args) -> dict:
                 ex = pool if where != "in-process" else None
                 ev = Evaluator(scorer, budget=args.budget, executor=ex)
                 cfg = SearchConfig(budget=args.budget, seed=seed, batch=q, restarts=args.restarts)
+                scorer.reset()
                 load_before = load()
                 t0 = time.perf_counter()
                 res = search_prolas(ev, ds, cfg, trained=trained)
@@ -157,6 +194,7 @@ def run_prolas(args) -> dict:
                         "best_bic": round(res.best.bic, 3) if res.best else None,
                         "wall_s": round(wall, 2),
                         "sum_fit_s": round(sum(e.seconds for e in res.history), 2),
+                        "sum_fit_cpu_s": round(scorer.cpu_seconds(), 2),
                         "load_before": load_before,
                         "load_after": load(),
                     }
@@ -171,16 +209,19 @@ def _md_cks(c: dict) -> list[str]:
     out = [
         f"CKS on data/mauna.csv (N = {c['n']}), depth {c['depth']}, {c['restarts']} restarts "
         "per fit, one torch thread per fit. `search s` is the timed search after the "
-        "executor was started and warmed up; `startup s` is that start-up.",
+        "executor was started and warmed up (`startup s`). `fit CPU s` is the CPU time "
+        "of the fits summed (measured inside the process that ran each fit), and `cores "
+        "used` = fit CPU s / search s, the CPU the search actually got.",
         "",
-        "| executor | evaluations | startup s | search s | speed-up | sum of fit s | "
-        "best | BIC | same history | load before/after |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| executor | evaluations | startup s | search s | speed-up | sum of fit wall s | "
+        "fit CPU s | cores used | best | BIC | same history | load before/after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in c["rows"]:
         out.append(
             f"| {r['executor']} | {r['evaluations']} | {r['startup_s']} | {r['search_s']} | "
-            f"{r['speedup']}x | {r['sum_fit_s']} | `{r['best']}` | {r['best_bic']} | "
+            f"{r['speedup']}x | {r['sum_fit_s']} | {r.get('sum_fit_cpu_s', '-')} | "
+            f"{r.get('cores_used', '-')} | `{r['best']}` | {r['best_bic']} | "
             f"{'yes' if r['same_history'] else 'NO'} | {r['load_before']} / {r['load_after']} |"
         )
     return out
@@ -193,9 +234,9 @@ def _md_prolas(p: dict) -> list[str]:
         f"PROLAS on data/airline.csv, budget {p['budget']} unique evaluations, "
         f"{p['restarts']} restarts per fit, default BO settings, shipped checkpoint.",
         "",
-        "| q | fits run | seeds | best BIC per seed | mean best BIC | mean wall s | "
-        "mean sum of fit s | load (range) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| q | fits run on | seeds | best BIC per seed | mean best BIC | mean wall s | "
+        "mean sum of fit wall s | mean fit CPU s | load (range) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     groups: dict[tuple, list[dict]] = {}
     for r in p["rows"]:
@@ -206,7 +247,7 @@ def _md_prolas(p: dict) -> list[str]:
         out.append(
             f"| {q} | {where} | {len(rs)} | {', '.join(f'{b:.2f}' for b in bics)} | "
             f"{statistics.mean(bics):.2f} | {statistics.mean(r['wall_s'] for r in rs):.1f} | "
-            f"{statistics.mean(r['sum_fit_s'] for r in rs):.1f} | "
+            f"{statistics.mean(r['sum_fit_s'] for r in rs):.1f} | {_mean_cpu(rs)} | "
             f"{min(loads)}-{max(loads)} |"
         )
     out += ["", "Best expression per run:", ""]
@@ -217,23 +258,50 @@ def _md_prolas(p: dict) -> list[str]:
     return out
 
 
-def write_md(path: Path, cks: dict | None, prolas: dict | None, argv: list[str]) -> None:
+def _mean_cpu(rows: list[dict]) -> str:
+    cpu = [r["sum_fit_cpu_s"] for r in rows if "sum_fit_cpu_s" in r]
+    return f"{statistics.mean(cpu):.1f}" if cpu else "-"
+
+
+RAW_MARK = "<!-- raw results (read back by benchmarks/parallel.py) -->"
+
+
+def read_raw(path: Path) -> dict:
+    """Results of an earlier run stored in PARALLEL.md (to re-run one part only)."""
+    if not path.exists() or RAW_MARK not in path.read_text():
+        return {}
+    block = path.read_text().split(RAW_MARK, 1)[1]
+    return json.loads(block.split("```json", 1)[1].split("```", 1)[0])
+
+
+def write_md(path: Path, cks: dict | None, prolas: dict | None, commands: dict) -> None:
+    autogroup = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    grouped = autogroup.exists() and autogroup.read_text().strip() == "1"
     lines = [
         "# Parallel evaluation",
         "",
-        "Command: `" + " ".join([".venv/bin/python benchmarks/parallel.py", *argv]) + "`",
+        *(f"- {part}: `{cmd}`" for part, cmd in commands.items()),
         "",
         f"Machine: {available_cores()} cores, {platform.python_version()}, torch "
         f"{torch.__version__}, float64. Other processes (other sessions' tests and "
         "benchmarks) shared the CPU: the 1-minute load average is given next to each "
         "timing; with a load above the core count every timing is inflated and the "
-        "speed-up understated or overstated depending on what ran alongside.",
+        "speed-up understated or overstated depending on what ran alongside."
+        + (
+            " The kernel's scheduler autogroups are on here: CPU time is shared between "
+            "sessions first, so while other sessions keep the cores busy, a second worker "
+            "process of this session splits the session's share instead of adding to it."
+            if grouped
+            else ""
+        ),
         "",
     ]
     if cks is not None:
         lines += ["## CKS: 1 vs 2 workers", "", *_md_cks(cks), ""]
     if prolas is not None:
         lines += ["## PROLAS: q = 1 vs q = 4 at equal budget", "", *_md_prolas(prolas), ""]
+    raw = {"cks": cks, "prolas": prolas, "commands": commands}
+    lines += [RAW_MARK, "", "```json", json.dumps(raw, indent=1), "```", ""]
     path.write_text("\n".join(lines))
 
 
@@ -249,9 +317,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "PARALLEL.md"))
     args = p.parse_args(argv)
     parts = set(args.parts.split(","))
-    cks = run_cks(args) if "cks" in parts else None
-    prolas = run_prolas(args) if "prolas" in parts else None
-    write_md(Path(args.out), cks, prolas, argv)
+    old = read_raw(Path(args.out))  # keep the part(s) not re-run
+    commands = dict(old.get("commands", {}))
+    cmd = " ".join([".venv/bin/python benchmarks/parallel.py", *argv])
+    commands.update({part: cmd for part in parts})
+    cks = run_cks(args) if "cks" in parts else old.get("cks")
+    prolas = run_prolas(args) if "prolas" in parts else old.get("prolas")
+    write_md(Path(args.out), cks, prolas, {k: commands[k] for k in sorted(commands)})
     print(f"wrote {args.out}")
 
 
