@@ -22,7 +22,14 @@ EPILOG = """examples:
 """
 
 #: Files a fit writes into its output directory (the only files --force replaces).
-OUTPUT_FILES = ("result.json", "report.md", "fit.png", "components.png", "convergence.png")
+OUTPUT_FILES = (
+    "result.json",
+    "report.md",
+    "fit.png",
+    "components.png",
+    "convergence.png",
+    "journal.jsonl",
+)
 
 
 def _positive_int(text: str) -> int:
@@ -123,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", help="output directory (default: prolas-out/<data name>)")
     fit.add_argument("--force", action="store_true", help="replace an earlier result in --out")
     fit.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    _add_execution_args(fit)
     fit.set_defaults(func=cmd_fit)
 
     desc = sub.add_parser(
@@ -379,7 +387,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
             dropna=args.dropna,
         )
     out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
-    _prepare_out_dir(out, args.force)
+    if not args.resume:  # resuming continues a run in --out: its partial result.json is ours
+        _prepare_out_dir(out, args.force)
     config = SearchConfig(
         method=args.search,
         budget=args.budget,
@@ -399,12 +408,94 @@ def cmd_fit(args: argparse.Namespace) -> int:
         f"y={dataset.y_column!r}); search={config.method}, budget={config.budget}, "
         f"restarts={config.restarts}, seed={config.seed}"
     )
+    from prolas.executors import default_workers, make_executor
+    from prolas.journal import open_journal
+    from prolas.pipeline import make_evaluator
+
+    journal = open_journal(out, dataset, config, resume=args.resume, force=args.force)
+    dask = args.scheduler is not None or args.dask_local is not None
+    workers = args.workers or (1 if dask else default_workers(args.search, args.batch, args.budget))
+    if journal.entries:
+        say(f"resuming: {len(journal.entries)} journalled evaluations are replayed, not refitted")
+    if dask or workers > 1:
+        where = args.scheduler or (f"a Dask LocalCluster of {args.dask_local}" if dask else None)
+        say(f"fitting in parallel on {where or f'{workers} worker processes'}")
     bar = _progress(config.budget, args.quiet)
+    for e in journal.entries:
+        bar.update_eval(e)
+    ev = None
     try:
-        result, best = run_search(dataset, config, on_result=bar.update_eval, log=say)
+        with make_executor(
+            args.workers if dask else workers, args.scheduler, args.dask_local
+        ) as pool:
+            ev = make_evaluator(dataset, config, executor=pool, on_result=bar.update_eval)
+            result, best = run_search(dataset, config, evaluator=ev, journal=journal, log=say)
+    except KeyboardInterrupt:
+        bar.close()
+        return _write_partial(out, dataset, config, ev, journal)
     finally:
         bar.close()
+        journal.close()
     return _write_outputs(args, out, dataset, config, result, best, test_ds)
+
+
+def _add_execution_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("execution (parallel fits, crash-safe runs)")
+    g.add_argument(
+        "--workers",
+        type=_positive_int,
+        help="local worker processes fitting GPs in parallel (default: the available cores "
+        "for searches that propose batches, i.e. cks or --batch > 1, with more than 10 "
+        "evaluations; 1 = in-process)",
+    )
+    g.add_argument("--scheduler", help="fit on a running Dask cluster at tcp://HOST:PORT")
+    g.add_argument(
+        "--dask-local",
+        type=_positive_int,
+        metavar="N",
+        help="fit on a Dask LocalCluster of N single-threaded worker processes",
+    )
+    g.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in --out from its journal.jsonl (same data and "
+        "settings; --budget may grow); journalled fits are not redone",
+    )
+
+
+def _write_partial(out, dataset, config, ev, journal) -> int:
+    """Ctrl-C: write a valid result.json of the evaluations finished so far; exit 130."""
+    import json
+    import os
+
+    from prolas import report
+    from prolas.pipeline import best_fit, make_evaluator
+
+    if ev is None:  # interrupted while starting: the journal is all there is
+        ev = make_evaluator(dataset, config)
+        ev.preload(journal.entries, elapsed=journal.elapsed)
+    result = ev.result(config.method, config.seed, {"interrupted": True})
+    if not result.history:
+        print("prolas: interrupted before any evaluation finished", file=sys.stderr)
+        return 130
+    doc = report.result_to_json(
+        dataset,
+        result,
+        best_fit(result, dataset, config),
+        method=config.method,
+        seed=config.seed,
+        budget=config.budget,
+        checkpoint=config.checkpoint if config.method == "prolas" else None,
+    )
+    tmp = out / "result.json.partial"
+    tmp.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    os.replace(tmp, out / "result.json")
+    print(
+        f"prolas: interrupted after {result.evaluations} of {config.budget} evaluations; "
+        f"partial result in {out / 'result.json'}; continue with the same command and --resume",
+        file=sys.stderr,
+    )
+    return 130
 
 
 def _write_outputs(args, out, dataset, config, result, best, test_ds) -> int:
