@@ -150,6 +150,7 @@ def run_compare(
     batch: int = 1,
     depth: int = 4,
     scorer: Callable | None = None,
+    cache_path: str | Path | None = None,
     prolas_options=None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
@@ -164,6 +165,8 @@ def run_compare(
         out: output directory (created); ``fits.jsonl`` there is the shared fit cache.
         restarts, fit_seed: GP fit settings shared by every run.
         scorer: replaces the cached GP scorer (e.g. a TableScorer in tests).
+        cache_path: the fit cache (default ``out/fits.jsonl``); share one file between
+            comparisons of the same data and fit settings.
         prolas_options: :class:`prolas.search.latent.LatentBOConfig` for PROLAS runs.
     """
     # the strategy registry that run_search uses, without its final refit of the best
@@ -189,15 +192,19 @@ def run_compare(
         from prolas.gp import FitConfig, GPScorer
         from prolas.search.cache import CachedScorer
 
+        cache_path = Path(cache_path) if cache_path is not None else out / "fits.jsonl"
         cache = CachedScorer(
-            GPScorer(dataset, FitConfig(restarts=restarts, seed=fit_seed)), out / "fits.jsonl"
+            GPScorer(dataset, FitConfig(restarts=restarts, seed=fit_seed)), cache_path
         )
         scorer = cache
-        log(f"fit cache {out / 'fits.jsonl'}: {len(cache)} expressions already fitted")
+        log(f"fit cache {cache_path}: {len(cache)} expressions already fitted")
     grid = [(m, s) for s in seed_list for m in methods if not (m == "cks" and s != seed_list[0])]
     # CKS first: its final BIC is the reference line
     grid.sort(key=lambda ms: ms[0] != "cks")
     runs: dict[str, list[SearchResult]] = {m: [] for m in methods}
+    # rows of finished runs, for a look at a long comparison before it ends
+    partial = out / "evaluations.partial.csv"
+    partial.unlink(missing_ok=True)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -223,6 +230,7 @@ def run_compare(
             else:
                 result = _STRATEGIES[method](ev, dataset, config, log)
             runs[method].append(result)
+            _append_rows(partial, method, result)
             if bar is not None:
                 best = result.best
                 bar.set_postfix_str(
@@ -245,6 +253,7 @@ def run_compare(
         "restarts": restarts,
         "fit_seed": fit_seed,
         "checkpoint": checkpoint,
+        "prolas_options": _options_dict(prolas_options) if "prolas" in methods else None,
         "batch": batch,
         "depth": depth,
         "wall_seconds": time.perf_counter() - t0,
@@ -253,7 +262,43 @@ def run_compare(
     }
     res = CompareResult(runs, summary, cks_final, cks_needed, settings)
     res.files = write_outputs(res, out)
+    partial.unlink(missing_ok=True)
     return res
+
+
+_HEADER = ["method", "seed", "index", "expression", "status", "bic", "seconds"]
+
+
+def _rows(method: str, r: SearchResult) -> list[list]:
+    return [
+        [
+            method,
+            r.seed,
+            e.index,
+            e.expression,
+            e.status,
+            "" if e.bic is None else repr(float(e.bic)),
+            f"{e.seconds:.4f}",
+        ]
+        for e in r.history
+    ]
+
+
+def _append_rows(path: Path, method: str, r: SearchResult) -> None:
+    new = not path.exists()
+    with open(path, "a", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        if new:
+            w.writerow(_HEADER)
+        w.writerows(_rows(method, r))
+
+
+def _options_dict(options) -> dict:
+    from dataclasses import asdict
+
+    from prolas.search.latent import LatentBOConfig
+
+    return asdict(options if options is not None else LatentBOConfig())
 
 
 def write_outputs(res: CompareResult, out: Path) -> list[Path]:
@@ -261,21 +306,10 @@ def write_outputs(res: CompareResult, out: Path) -> list[Path]:
     files = [out / "evaluations.csv", out / "summary.csv", out / "summary.md"]
     with open(files[0], "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(["method", "seed", "index", "expression", "status", "bic", "seconds"])
+        w.writerow(_HEADER)
         for method, results in res.runs.items():
             for r in results:
-                for e in r.history:
-                    w.writerow(
-                        [
-                            method,
-                            r.seed,
-                            e.index,
-                            e.expression,
-                            e.status,
-                            "" if e.bic is None else repr(float(e.bic)),
-                            f"{e.seconds:.4f}",
-                        ]
-                    )
+                w.writerows(_rows(method, r))
     keys: list[str] = []
     for row in res.summary.values():
         keys += [k for k in row if k not in keys]
@@ -345,6 +379,9 @@ def summary_markdown(res: CompareResult) -> str:
             ]
         cells.append(_fmt(row["mean_fit_seconds_per_run"], 1))
         lines.append("| " + " | ".join(cells) + " |")
+    if s.get("prolas_options"):
+        opts = ", ".join(f"{k}={v}" for k, v in s["prolas_options"].items())
+        lines += ["", f"PROLAS settings: {opts}."]
     lines += [
         "",
         "best @n: best BIC after n unique evaluations (a run that stopped earlier keeps its "

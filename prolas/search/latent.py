@@ -45,10 +45,11 @@ torch Cholesky and is unaffected by these settings.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -67,6 +68,7 @@ __all__ = ["LatentBOConfig", "search_prolas", "resolve_vae", "quick_vae_config"]
 
 DTYPE = torch.float64
 INIT_DESIGNS = ("grammar", "sobol")
+DUPLICATES = ("free", "restarts", "pool")
 
 
 @dataclass(frozen=True)
@@ -78,13 +80,22 @@ class LatentBOConfig:
         init: ``grammar`` (encoded grammar samples) or ``sobol`` (Sobol points in the box).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings.
         mc_samples: quasi-MC samples of qLogEI (q > 1).
-        avoid_known: when the acquisition's best point decodes to a known expression,
-            also evaluate the best restart candidate that decodes to a new one.
+        duplicates: what to do when the acquisition's best point decodes to a known
+            expression (that point always joins the data for free): ``free`` nothing
+            more; ``restarts`` also evaluate the best other restart candidate that
+            decodes to a new expression; ``pool`` also evaluate the new expression of
+            highest LogEI among the restart candidates, ``pool_sobol`` Sobol points and
+            ``pool_local`` perturbations of the ``pool_top`` best points.
         stall_limit: consecutive steps without a new expression before diversifying.
         perturb_scales: standard deviations (unit-cube units) of the incumbent
             perturbations tried when diversifying, each ``perturb_tries`` times.
         margin: pessimistic target of failed fits, ``worst - max(1, margin * range)``.
         max_steps_factor: hard cap of ``max_steps_factor * budget`` BO steps.
+        warp: surrogate targets, ``none`` (BIC) or ``clip`` (BIC raised to its median).
+        trust_region: seek proposals in a cube of side ``tr_init`` (unit-cube units)
+            around the incumbent, doubled after ``tr_success`` improvements in a row,
+            halved after ``tr_failure`` new evaluations without one, reset below
+            ``tr_min`` (TuRBO, Eriksson et al. 2019).
         box_quantile, box_expand: passed to :meth:`TrainedVAE.latent_bounds`.
     """
 
@@ -93,23 +104,36 @@ class LatentBOConfig:
     num_restarts: int = 8
     raw_samples: int = 256
     mc_samples: int = 128
-    avoid_known: bool = True
+    duplicates: str = "pool"
+    pool_sobol: int = 1024
+    pool_local: int = 1024
+    pool_top: int = 3
     stall_limit: int = 20
     perturb_scales: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4)
     perturb_tries: int = 25
     margin: float = 0.1
     max_steps_factor: int = 20
+    warp: str = "none"
+    trust_region: bool = False
+    tr_init: float = 0.8
+    tr_min: float = 0.05
+    tr_success: int = 3
+    tr_failure: int = 5
     box_quantile: float = 0.001
     box_expand: float = 0.1
 
     def __post_init__(self) -> None:
         if self.init not in INIT_DESIGNS:
             raise ProlasError(f"unknown initial design {self.init!r}; choose from {INIT_DESIGNS}")
+        if self.duplicates not in DUPLICATES:
+            raise ProlasError(f"unknown duplicates policy {self.duplicates!r}; choose {DUPLICATES}")
+        if self.warp not in ("none", "clip"):
+            raise ProlasError(f"unknown warp {self.warp!r}; choose none or clip")
         if self.n_init < 1 or self.num_restarts < 1 or self.raw_samples < 1:
             raise ProlasError("n_init, num_restarts and raw_samples must be at least 1")
 
 
-def quick_vae_config(latent_dim: int = 4):
+def quick_vae_config(latent_dim: int = 8):
     """Quick data-specific KG-VAE settings for ``--train-vae`` (goal: <= 2 min, 2 cores)."""
     from prolas.vae import VAEConfig
 
@@ -147,25 +171,35 @@ def resolve_vae(
             raise ProlasError("--train-vae needs a data set (r_d is computed on its inputs)")
         t0 = time.perf_counter()
         latent_dim = _default_latent_dim()
-        vcfg = quick_vae_config(latent_dim)
-        vcfg = type(vcfg)(**{**asdict(vcfg), "hidden": vcfg.hidden, "seed": config.seed})
+        vcfg = replace(quick_vae_config(latent_dim), seed=config.seed)
         log(
             f"training a data-specific KG-VAE on {dataset.n} inputs "
             f"(latent dim {vcfg.latent_dim}, {QUICK_VAE_SAMPLES} grammar draws, "
             f"<= {vcfg.epochs} epochs)"
         )
-        trained = train_kgvae(
-            grammar, vcfg, x=dataset.x, n_samples=QUICK_VAE_SAMPLES, progress=False, evaluate=False
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # measured: 2 threads on a busy 2-core machine is 10x slower
+        try:
+            trained = train_kgvae(
+                grammar, vcfg, x=dataset.x, n_samples=QUICK_VAE_SAMPLES, progress=False
+            )
+        finally:
+            torch.set_num_threads(threads)
+        q = trained.metadata.get("quality", {})
+        log(
+            f"trained KG-VAE in {time.perf_counter() - t0:.0f} s "
+            f"(held-out reconstruction {q.get('heldout_reconstruction', float('nan')):.0%})"
         )
-        log(f"trained KG-VAE in {time.perf_counter() - t0:.0f} s")
         return trained
     stem = str(config.checkpoint)
     p = Path(stem)
     key_path = p if p.suffix in (".pt", ".json") else p.with_name(p.name + ".json")
     mtime = key_path.stat().st_mtime if key_path.is_file() else None
-    key = (stem, mtime, grammar.content_hash)
+    # a checkpoint carries its own grammar; an explicitly chosen other grammar must match
+    check = grammar if config.grammar != "default" else None
+    key = (stem, mtime, check.content_hash if check is not None else None)
     if key not in _LOADED:
-        _LOADED[key] = load_checkpoint(stem, grammar=grammar)
+        _LOADED[key] = load_checkpoint(stem, grammar=check)
     trained = _LOADED[key]
     q = trained.metadata.get("quality", {})
     acc = q.get("heldout_reconstruction")
@@ -183,7 +217,7 @@ def _default_latent_dim() -> int:
     for c in list_checkpoints():
         if c.get("name") == "default" and "latent_dim" in c:
             return int(c["latent_dim"])
-    return 4
+    return 8
 
 
 @contextlib.contextmanager
@@ -229,6 +263,8 @@ class _LatentSearch:
         self.d = trained.latent_dim
         self.U: list[torch.Tensor] = []  # unit-cube points, each (d,)
         self.E: list[str] = []  # canonical expression of each point
+        self._hypers: dict | None = None  # surrogate hyperparameters of the last step
+        self.tr_length, self.tr_succ, self.tr_fail = options.tr_init, 0, 0
         self.stats = {
             "bo_steps": 0,
             "free_points": 0,
@@ -237,6 +273,7 @@ class _LatentSearch:
             "diversifications": 0,
             "grammar_draws": 0,
             "surrogate_failures": 0,
+            "tr_restarts": 0,
             "stopped": "budget",
         }
 
@@ -262,6 +299,17 @@ class _LatentSearch:
         bad = lo - max(1.0, self.opt.margin * (hi - lo))
         return torch.tensor([[e.bic if e is not None and e.ok else bad] for e in evs], dtype=DTYPE)
 
+    def warp(self, Y: torch.Tensor) -> torch.Tensor:
+        """Surrogate targets from BIC targets ``n x 1`` (monotone, so the incumbent is kept).
+
+        ``none``: BIC itself. ``clip``: values below the median are raised to the median,
+        so a few very poor models (BIC spans hundreds of nats) do not set the surrogate's
+        scale and the model resolves differences among the good ones.
+        """
+        if self.opt.warp == "clip" and Y.shape[0] >= 4:
+            return Y.clamp_min(float(Y.median()))
+        return Y
+
     def add(self, u: torch.Tensor, expr: Expression) -> None:
         self.U.append(u.reshape(self.d).to(DTYPE))
         self.E.append(str(expr))
@@ -272,13 +320,21 @@ class _LatentSearch:
         whose expressions were evaluated are still recorded)."""
         exprs = [e for _, e in points]
         new_before = self.ev.n_unique
+        best_before = self._best_bic()
         try:
             self.ev.evaluate_many(exprs)
         finally:
             for u, e in points:
                 if self.ev.seen(e):
                     self.add(u, e)
-        return self.ev.n_unique - new_before
+        n_new = self.ev.n_unique - new_before
+        if n_new:
+            self.update_trust_region(self._best_bic() > best_before)
+        return n_new
+
+    def _best_bic(self) -> float:
+        b = self.ev.best
+        return b.bic if b is not None else -math.inf
 
     # --- initial design --------------------------------------------------------------
     def initial_design(self) -> None:
@@ -309,8 +365,13 @@ class _LatentSearch:
         self.evaluate(pts)
 
     # --- BO step ---------------------------------------------------------------------
-    def propose(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Candidates from the acquisition optimiser, best first: ``(r x q x d, r)``."""
+    def propose(self):
+        """Fit the surrogate and optimise the acquisition.
+
+        Returns ``(candidates r x q x d, acquisition values r, LogEI)`` best first, where
+        LogEI is the analytic log expected improvement of the fitted model (used to rank
+        extra candidates), or None if there is nothing to model yet.
+        """
         from botorch.acquisition import LogExpectedImprovement, qLogExpectedImprovement
         from botorch.fit import fit_gpytorch_mll
         from botorch.models import SingleTaskGP
@@ -320,26 +381,36 @@ class _LatentSearch:
         from gpytorch.mlls import ExactMarginalLogLikelihood
 
         X = torch.stack(self.U)
-        Y = self.targets()
+        Y = self.warp(self.targets())
         if float(Y.max() - Y.min()) <= 0.0:
             return None  # nothing to model yet (all equal or all failed)
         with _numerics():
             model = SingleTaskGP(X, Y, outcome_transform=Standardize(m=1))
+            if self._hypers is not None:
+                # warm start from the previous step's hyperparameters (same shapes)
+                model.load_state_dict(self._hypers, strict=False)
             mll = ExactMarginalLogLikelihood(model.likelihood, model)
             try:
                 fit_gpytorch_mll(mll)
+                self._hypers = {
+                    k: v.detach().clone()
+                    for k, v in model.state_dict().items()
+                    if not k.startswith("outcome_transform")
+                }
             except Exception:  # ModelFittingError etc.: keep the prior hyperparameters
                 self.stats["surrogate_failures"] += 1
+                self._hypers = None
             model.eval()
             best_f = float(Y.max())
+            log_ei = LogExpectedImprovement(model, best_f=best_f)
             if self.batch == 1:
-                acq = LogExpectedImprovement(model, best_f=best_f)
+                acq = log_ei
             else:
                 sampler = SobolQMCNormalSampler(
                     torch.Size([self.opt.mc_samples]), seed=int(self.rng.integers(2**31))
                 )
                 acq = qLogExpectedImprovement(model, best_f=best_f, sampler=sampler)
-            bounds = torch.stack([torch.zeros(self.d), torch.ones(self.d)]).to(DTYPE)
+            bounds = self.search_bounds()
             cands, vals = optimize_acqf(
                 acq,
                 bounds=bounds,
@@ -350,7 +421,80 @@ class _LatentSearch:
                 options={"seed": int(self.rng.integers(2**31)), "maxiter": 200},
             )
         order = torch.argsort(vals.reshape(-1), descending=True)
-        return cands.reshape(-1, self.batch, self.d)[order].detach(), vals.reshape(-1)[order]
+        cands = cands.reshape(-1, self.batch, self.d)[order].detach()
+        return cands, vals.reshape(-1)[order].detach(), log_ei
+
+    def search_bounds(self) -> torch.Tensor:
+        """``2 x d`` box in the unit cube where proposals are sought: the whole cube, or
+        with ``trust_region`` a cube of side ``tr_length`` around the incumbent."""
+        if not self.opt.trust_region or not self.U:
+            return torch.stack([torch.zeros(self.d), torch.ones(self.d)]).to(DTYPE)
+        centre = self.U[int(torch.argmax(self.targets()[:, 0]))]
+        lo = (centre - self.tr_length / 2).clamp(0.0, 1.0)
+        hi = (centre + self.tr_length / 2).clamp(0.0, 1.0)
+        return torch.stack([lo, hi])
+
+    def update_trust_region(self, improved: bool) -> None:
+        """TuRBO-style: double after ``tr_success`` improving evaluations in a row, halve
+        after ``tr_failure`` non-improving ones; reset when it falls below ``tr_min``."""
+        if not self.opt.trust_region:
+            return
+        if improved:
+            self.tr_succ, self.tr_fail = self.tr_succ + 1, 0
+        else:
+            self.tr_succ, self.tr_fail = 0, self.tr_fail + 1
+        if self.tr_succ >= self.opt.tr_success:
+            self.tr_length, self.tr_succ = min(2 * self.tr_length, 1.0), 0
+        elif self.tr_fail >= self.opt.tr_failure:
+            self.tr_length, self.tr_fail = self.tr_length / 2, 0
+            if self.tr_length < self.opt.tr_min:
+                self.tr_length = self.opt.tr_init
+                self.stats["tr_restarts"] += 1
+
+    def candidate_pool(self, restarts: torch.Tensor) -> torch.Tensor:
+        """Extra candidates ``m x d`` for proposals that must decode to new expressions:
+        the other restart points, a Sobol design of the cube and Gaussian perturbations
+        of the best points so far (several scales)."""
+        parts = [restarts.reshape(-1, self.d)]
+        if self.opt.pool_sobol:
+            sobol = torch.quasirandom.SobolEngine(
+                self.d, scramble=True, seed=int(self.rng.integers(2**31))
+            )
+            lo, hi = self.search_bounds()
+            parts.append(lo + (hi - lo) * sobol.draw(self.opt.pool_sobol, dtype=DTYPE))
+        if self.opt.pool_local and self.U:
+            tg = self.targets()[:, 0]
+            top = torch.argsort(tg, descending=True)[: self.opt.pool_top]
+            per = max(1, self.opt.pool_local // (len(top) * len(self.opt.perturb_scales)))
+            for i in top.tolist():
+                for scale in self.opt.perturb_scales:
+                    noise = torch.from_numpy(self.rng.normal(0.0, scale, (per, self.d)))
+                    parts.append((self.U[i] + noise).clamp(0.0, 1.0))
+        return torch.cat(parts).to(DTYPE)
+
+    def best_new(
+        self, pool: torch.Tensor, log_ei, k: int, exclude: set[str]
+    ) -> list[tuple[torch.Tensor, Expression]]:
+        """Up to ``k`` pool points decoding to distinct new expressions, highest LogEI first."""
+        exprs = self.decode(pool)
+        keep = [i for i, e in enumerate(exprs) if not self.ev.seen(e) and str(e) not in exclude]
+        if not keep:
+            return []
+        with _numerics(), torch.no_grad():
+            vals = torch.cat(
+                [log_ei(pool[keep][j : j + 512].unsqueeze(1)) for j in range(0, len(keep), 512)]
+            )
+        out: list[tuple[torch.Tensor, Expression]] = []
+        taken: set[str] = set()
+        for j in torch.argsort(vals, descending=True).tolist():
+            e = exprs[keep[j]]
+            if str(e) in taken:
+                continue
+            taken.add(str(e))
+            out.append((pool[keep[j]], e))
+            if len(out) == k:
+                break
+        return out
 
     def step(self) -> int:
         """One BO iteration; returns the number of new expressions evaluated."""
@@ -358,24 +502,44 @@ class _LatentSearch:
         prop = self.propose()
         if prop is None:
             return self.diversify()
-        cands, _ = prop
+        cands, _, log_ei = prop
         top = cands[0]  # q x d
         exprs = self.decode(top)
-        points = list(zip(top, exprs))
-        known = sum(self.ev.seen(e) for e in exprs)
-        self.stats["known_proposals"] += known
-        self.stats["free_points"] += known
-        new = self.evaluate(points)
-        if new == 0 and self.opt.avoid_known and len(cands) > 1:
-            # the best point is a known expression: take the best restart candidate
-            # (whole q-batch) that decodes to something new
+        known = [(u, e) for u, e in zip(top, exprs) if self.ev.seen(e)]
+        fresh: list[tuple[torch.Tensor, Expression]] = []
+        for u, e in zip(top, exprs):
+            if not self.ev.seen(e) and all(str(e) != str(f) for _, f in fresh):
+                fresh.append((u, e))
+            elif not self.ev.seen(e):
+                known.append((u, e))  # a duplicate inside the batch: scored once
+        self.stats["known_proposals"] += len(known)
+        missing = self.batch - len(fresh)
+        if missing and self.opt.duplicates == "restarts":
+            # the best restart batch that decodes to something new
             for batch in cands[1:]:
                 ex = self.decode(batch)
-                if any(not self.ev.seen(e) for e in ex):
+                extra = [(u, e) for u, e in zip(batch, ex) if not self.ev.seen(e)]
+                extra = [(u, e) for u, e in extra if all(str(e) != str(f) for _, f in fresh)]
+                if extra:
                     self.stats["alternates"] += 1
-                    new = self.evaluate(list(zip(batch, ex)))
+                    fresh += extra[:missing]
                     break
-        return new
+        elif missing and self.opt.duplicates == "pool":
+            extra = self.best_new(
+                self.candidate_pool(cands[1:]), log_ei, missing, {str(e) for _, e in fresh}
+            )
+            self.stats["alternates"] += len(extra)
+            fresh += extra
+        new_before = self.ev.n_unique
+        try:
+            self.evaluate(fresh)
+        finally:
+            # known decodes join the data at no cost (after the new ones: a batch
+            # duplicate of a new expression needs its score)
+            for u, e in known:
+                if self.ev.seen(e):
+                    self.add(u, e)
+        return self.ev.n_unique - new_before
 
     def diversify(self) -> int:
         """Evaluate something new: perturb the incumbent, else draw from the grammar."""
@@ -400,6 +564,13 @@ class _LatentSearch:
         return 0
 
     def run(self) -> None:
+        start = self.ev.n_unique
+        try:
+            self._run()
+        finally:
+            self.stats["free_points"] = len(self.U) - (self.ev.n_unique - start)
+
+    def _run(self) -> None:
         self.initial_design()
         stall = 0
         max_steps = self.opt.max_steps_factor * self.ev.budget

@@ -1,0 +1,188 @@
+"""PROLAS latent-space BO: search laws on a cheap synthetic objective, and end to end.
+
+The synthetic objective scores an expression by its structural similarity to a
+target (Jaccard overlap of product terms and of base-kernel counts), so it is known,
+has a unique optimum and costs no GP fit.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from prolas.expr import Expression, parse
+from prolas.pipeline import SearchConfig
+from prolas.search.evaluator import Evaluator, Score
+from prolas.search.latent import LatentBOConfig, search_prolas
+from prolas.search.random_search import search_random
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+
+# small acquisition optimiser: the laws do not depend on it and tests stay fast
+FAST = LatentBOConfig(num_restarts=4, raw_samples=64)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    from prolas.vae import load_checkpoint
+
+    return load_checkpoint("default")
+
+
+class Similarity:
+    """score(e) = 10 * Jaccard(terms) + 5 * Jaccard(base-kernel multisets); 15 iff e == target.
+
+    Counts its calls, to check that the budget counts only new expressions."""
+
+    def __init__(self, target: str, fail: frozenset[str] = frozenset()) -> None:
+        self.target = parse(target)
+        self.fail = fail
+        self.calls: list[str] = []
+
+    def score(self, e: Expression) -> float:
+        a, b = set(e.terms), set(self.target.terms)
+        ca = Counter(f for t in e.terms for f in t)
+        cb = Counter(f for t in self.target.terms for f in t)
+        return 10 * len(a & b) / len(a | b) + 5 * sum((ca & cb).values()) / sum((ca | cb).values())
+
+    def __call__(self, e: Expression) -> Score:
+        self.calls.append(str(e))
+        if str(e) in self.fail:
+            raise RuntimeError("synthetic fit failure")
+        v = self.score(e)
+        return Score(str(e), "ok", v, v, e.n_params, 0.0)
+
+
+def _first_hit(result, value: float, budget: int) -> int:
+    for e in result.history:
+        if e.ok and e.bic >= value - 1e-9:
+            return e.index
+    return budget + 1  # never: counted as one past the budget
+
+
+def test_prolas_finds_the_optimum_faster_than_random_search(trained) -> None:
+    target, budget, seeds = "LIN + PER + SE", 30, range(4)
+    opt = Similarity(target).score(parse(target))
+    hits_bo, hits_rnd = [], []
+    for s in seeds:
+        ev = Evaluator(Similarity(target), budget)
+        res = search_prolas(
+            ev, None, SearchConfig(budget=budget, seed=s), trained=trained, options=FAST
+        )
+        hits_bo.append(_first_hit(res, opt, budget))
+        ev = Evaluator(Similarity(target), budget)
+        hits_rnd.append(_first_hit(search_random(ev, trained.grammar, seed=s), opt, budget))
+    assert np.mean(hits_bo) < np.mean(hits_rnd), (hits_bo, hits_rnd)
+
+
+def test_known_decodes_cost_no_budget_but_join_the_data(trained) -> None:
+    # a flat objective with one bump: many proposals decode to expressions already seen
+    scorer = Similarity("PER")
+    ev = Evaluator(scorer, budget=12)
+    res = search_prolas(ev, None, SearchConfig(budget=12, seed=1), trained=trained, options=FAST)
+    assert res.evaluations == 12 == len(scorer.calls) == len(set(scorer.calls))
+    assert [e.index for e in res.history] == list(range(1, 13))
+    assert res.extra["free_points"] > 0
+    # every BO data point is an evaluated expression; repeats are extra points, not fits
+    assert res.extra["n_points"] == 12 + res.extra["free_points"]
+
+
+def test_failed_evaluations_do_not_stop_the_search(trained) -> None:
+    fail = frozenset({"SE", "LIN", "PER", "RQ", "LIN + SE", "PER + SE", "LIN + PER"})
+    scorer = Similarity("LIN + PER + SE", fail=fail)
+    ev = Evaluator(scorer, budget=15)
+    res = search_prolas(ev, None, SearchConfig(budget=15, seed=0), trained=trained, options=FAST)
+    assert res.evaluations == 15
+    failed = [e for e in res.history if e.status == "failed"]
+    assert failed and all("synthetic fit failure" in e.error for e in failed)
+    assert res.best is not None and res.best.ok
+
+
+def test_all_failures_still_spend_the_budget(trained) -> None:
+    ev = Evaluator(lambda e: Score.failed(e, "always fails"), budget=6)
+    res = search_prolas(ev, None, SearchConfig(budget=6, seed=0), trained=trained, options=FAST)
+    assert res.evaluations == 6 and res.best is None
+
+
+def test_same_seed_same_history_different_seed_differs(trained) -> None:
+    opts = LatentBOConfig(n_init=3, num_restarts=2, raw_samples=32, pool_sobol=128, pool_local=128)
+
+    def run(seed: int) -> list[str]:
+        ev = Evaluator(Similarity("LIN*PER + SE"), 8)
+        res = search_prolas(
+            ev, None, SearchConfig(budget=8, seed=seed), trained=trained, options=opts
+        )
+        assert res.extra["bo_steps"] >= 5
+        return [e.expression for e in res.history]
+
+    a, b = run(5), run(5)
+    assert a == b
+    assert run(6) != a
+
+
+@pytest.mark.parametrize("init", ["grammar", "sobol"])
+def test_batch_proposals_and_initial_designs(trained, init) -> None:
+    scorer = Similarity("LIN + PER")
+    ev = Evaluator(scorer, budget=12)
+    opts = LatentBOConfig(num_restarts=4, raw_samples=64, mc_samples=32, n_init=4, init=init)
+    res = search_prolas(
+        ev, None, SearchConfig(budget=12, seed=0, batch=3), trained=trained, options=opts
+    )
+    assert res.evaluations == 12 and res.extra["batch"] == 3
+    assert len(set(scorer.calls)) == 12
+
+
+def test_botorch_settings_do_not_change_kernel_gp_fits(tmp_path) -> None:
+    """A kernel-GP fit gives the same BIC before and after a PROLAS search imported
+    BoTorch (which changes linear_operator globals) and ran its surrogate."""
+    code = """
+import numpy as np, torch, sys
+torch.set_num_threads(1)
+from prolas.data import Dataset
+from prolas.gp import fit_gp
+x = np.linspace(0, 6, 50); y = np.sin(2 * np.pi * x) + 0.3 * x
+ds = Dataset.from_arrays(x, y, name="t")
+assert "botorch" not in sys.modules
+before = fit_gp("LIN + PER*SE", ds, restarts=2).log_likelihood
+from prolas.pipeline import SearchConfig
+from prolas.search.evaluator import Evaluator, TableScorer
+from prolas.search.latent import LatentBOConfig, search_prolas
+ev = Evaluator(TableScorer({"PER": 1.0}, default=0.0), 6)
+opts = LatentBOConfig(n_init=3, num_restarts=2, raw_samples=16)
+search_prolas(ev, None, SearchConfig(budget=6), options=opts)
+assert "botorch" in sys.modules
+after = fit_gp("LIN + PER*SE", ds, restarts=2).log_likelihood
+print(repr(before), repr(after))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, after = (float(v) for v in out.stdout.split())
+    assert before == after
+
+
+def test_fit_cli_defaults_to_prolas_with_the_shipped_checkpoint(tmp_path, capsys) -> None:
+    from prolas.cli import main
+    from prolas.report import validate_result_json
+
+    out = tmp_path / "airline"
+    code = main(
+        ["fit", str(DATA / "airline.csv"), "--budget", "8", "--restarts", "2", "--out", str(out)]
+    )
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "loaded checkpoint default" in err
+    doc = json.loads((out / "result.json").read_text())
+    validate_result_json(doc)
+    assert doc["search"]["method"] == "prolas" and doc["search"]["checkpoint"] == "default"
+    exprs = [h["expression"] for h in doc["history"]]
+    assert len(exprs) == 8 == len(set(exprs)) == doc["search"]["evaluations"]
+    assert [h["index"] for h in doc["history"]] == list(range(1, 9))
