@@ -184,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--checkpoint", default="default", help="KG-VAE checkpoint for prolas")
     cmp.add_argument("--batch", type=_positive_int, default=1, help="proposals per BO step, q")
     cmp.add_argument("--out", required=True, help="output directory")
+    cmp.add_argument(
+        "--cache", help="GP fit cache file to share between comparisons (default DIR/fits.jsonl)"
+    )
     cmp.add_argument("--quiet", action="store_true", help="no progress bar")
     cmp.set_defaults(func=cmd_compare)
 
@@ -352,6 +355,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         restarts=args.restarts,
         checkpoint=args.checkpoint,
         batch=args.batch,
+        cache_path=args.cache,
         progress=not args.quiet,
         log=say,
     )
