@@ -476,8 +476,12 @@ def _prepare_out(out: Path, config: BenchConfig, resume: bool, kind: str) -> Non
             )
     elif cells.exists() and any(cells.iterdir()) and not resume:
         raise OutputExistsError(f"{out}/cells is not empty; use --resume or another --out")
-    doc = {"kind": kind, "settings": config.settings(), "last_run": config.to_json()}
-    _write_json(meta, doc)
+    runs = []
+    if meta.exists():
+        old = json.loads(meta.read_text())
+        runs = old.get("runs", [old["last_run"]] if "last_run" in old else [])
+    run = {**config.to_json(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    _write_json(meta, {"kind": kind, "settings": config.settings(), "runs": runs + [run]})
 
 
 # --- search-quality grid -------------------------------------------------------------------
@@ -990,6 +994,7 @@ def plot_forecasts(
         ax.axvline(train.x[-1], color="0.6", ls="--", lw=0.8)
         ax.set_title(name, fontsize=9)
         ax.tick_params(labelsize=7)
+        ax.ticklabel_format(axis="x", useOffset=False)
     for ax in axes.ravel()[len(datasets) :]:
         ax.axis("off")
     axes[0, 0].legend(fontsize=7, frameon=False)
