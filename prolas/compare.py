@@ -211,6 +211,11 @@ def run_compare(
 
         bar = tqdm(total=len(grid), unit="run", desc="compare", dynamic_ncols=True)
     t0 = time.perf_counter()
+    import torch
+
+    threads = torch.get_num_threads()
+    # one thread: the fits are small and the CPU is shared (DESIGN.md, measured)
+    torch.set_num_threads(1)
     try:
         for method, seed in grid:
             config = SearchConfig(
@@ -240,6 +245,7 @@ def run_compare(
                 )
                 bar.update(1)
     finally:
+        torch.set_num_threads(threads)
         if bar is not None:
             bar.close()
     runs = {m: r for m, r in runs.items() if r}

@@ -70,7 +70,9 @@ def test_run_compare_on_a_synthetic_scorer_writes_its_files(tmp_path) -> None:
         budget=10,
         out=tmp_path,
         scorer=TableScorer(table, default=0.0, fail=frozenset({"RQ"})),
-        prolas_options=LatentBOConfig(n_init=4, num_restarts=2, raw_samples=32),
+        prolas_options=LatentBOConfig(
+            n_init=4, num_restarts=2, raw_samples=32, pool_sobol=128, pool_local=128
+        ),
         progress=False,
     )
     names = {p.name for p in res.files}

@@ -100,7 +100,7 @@ class LatentBOConfig:
     """
 
     n_init: int = 10
-    init: str = "grammar"
+    init: str = "sobol"
     num_restarts: int = 8
     raw_samples: int = 256
     mc_samples: int = 128

@@ -1,0 +1,68 @@
+"""PROLAS design variants on a tuning series (not the airline/mauna test series).
+
+Runs ``prolas.compare.run_compare`` with a given KG-VAE checkpoint and
+:class:`prolas.search.latent.LatentBOConfig` overrides, sharing one GP fit cache between
+variants (CKS and random search are then served from the cache). Used for
+benchmarks/compare/README.md ("Design measurements").
+
+    .venv/bin/python benchmarks/compare/tune_series.py data/call-centre.csv \\
+        /tmp/cc/pool_d4 benchmarks/compare/checkpoints/kgvae_d4 0-5 50 \\
+        --cache benchmarks/compare/tuning/call-centre_fits.jsonl duplicates=restarts
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+
+from prolas.compare import run_compare
+from prolas.data import load_csv
+from prolas.search.latent import LatentBOConfig
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("data")
+    p.add_argument("out")
+    p.add_argument("checkpoint")
+    p.add_argument("seeds", help="N (0..N-1) or A-B (A..B-1)")
+    p.add_argument("budget", type=int)
+    p.add_argument("options", nargs="*", help="LatentBOConfig overrides key=value (JSON values)")
+    p.add_argument("--methods", default="cks,prolas,random")
+    p.add_argument("--cache", help="shared fit cache (default OUT/fits.jsonl)")
+    args = p.parse_intermixed_args()
+    torch.set_num_threads(1)
+    kw = {}
+    for item in args.options:
+        k, v = item.split("=", 1)
+        try:
+            kw[k] = json.loads(v)
+        except json.JSONDecodeError:
+            kw[k] = v
+    if "-" in args.seeds:
+        a, b = map(int, args.seeds.split("-"))
+        seeds: int | list[int] = list(range(a, b))
+    else:
+        seeds = int(args.seeds)
+    res = run_compare(
+        load_csv(args.data),
+        args.methods.split(","),
+        seeds=seeds,
+        budget=args.budget,
+        out=args.out,
+        checkpoint=args.checkpoint,
+        cache_path=args.cache,
+        prolas_options=LatentBOConfig(**kw),
+        progress=False,
+        log=print,
+    )
+    print(open(f"{args.out}/summary.md").read())
+    for r in res.runs.get("prolas", []):
+        keys = ("bo_steps", "free_points", "alternates", "diversifications", "stopped")
+        print(r.seed, {k: r.extra.get(k) for k in keys})
+
+
+if __name__ == "__main__":
+    main()
