@@ -450,6 +450,29 @@ class _GridProgress:
             self.bar.close()
 
 
+def _provenance() -> dict:
+    """prolas version, git commit and uncommitted changes under prolas/ (when in a checkout):
+    a strategy under development can change results between runs."""
+    import subprocess
+
+    from prolas import __version__
+
+    out: dict = {"prolas_version": __version__}
+    root = Path(__file__).resolve().parents[1]
+    try:
+        git = ["git", "-C", str(root)]
+        commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
+        status = subprocess.run(
+            [*git, "status", "--porcelain", "--", "prolas"], capture_output=True, text=True
+        )
+    except OSError:
+        return out
+    if commit.returncode == 0:
+        out["git_commit"] = commit.stdout.strip()
+        out["uncommitted"] = [line[3:] for line in status.stdout.splitlines()]
+    return out
+
+
 def _prepare_out(out: Path, config: BenchConfig, resume: bool, kind: str) -> None:
     """Create OUT; refuse to mix runs with different settings or to clobber without --resume."""
     out.mkdir(parents=True, exist_ok=True)
@@ -480,7 +503,7 @@ def _prepare_out(out: Path, config: BenchConfig, resume: bool, kind: str) -> Non
     if meta.exists():
         old = json.loads(meta.read_text())
         runs = old.get("runs", [old["last_run"]] if "last_run" in old else [])
-    run = {**config.to_json(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    run = {**config.to_json(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), **_provenance()}
     _write_json(meta, {"kind": kind, "settings": config.settings(), "runs": runs + [run]})
 
 
@@ -1164,7 +1187,7 @@ def _measure_fit(n: int, expression: str, restarts: int) -> dict:
 
     torch.set_num_threads(1)
     ds = synthetic_series(n)
-    fit_gp("SE", synthetic_series(50), FitConfig(restarts=1))  # warm-up (imports, kernels)
+    fit_gp(expression, synthetic_series(50), FitConfig(restarts=2))  # warm-up (imports, kernels)
     tracemalloc.start()
     t = time.perf_counter()
     fit = fit_gp(expression, ds, FitConfig(restarts=restarts))
@@ -1198,6 +1221,7 @@ def _measure_restarts(repo: str, restarts: int) -> dict:
     core = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(core)
     ds = load_csv(Path(repo) / "data" / "airline.csv")
+    fit_gp("LIN*PER*SE + LIN*SE", synthetic_series(50), FitConfig(restarts=2))  # warm-up
     res = core.loop_vs_batched(ds, "LIN*PER*SE + LIN*SE", restarts)
     res["peak_rss_mb"] = _peak_rss_mb()
     return res
@@ -1209,6 +1233,7 @@ def _measure_search(data: str, method: str, budget: int, restarts: int) -> dict:
 
     torch.set_num_threads(1)
     ds = load_csv(data)
+    fit_gp("LIN*PER*SE + LIN*SE", synthetic_series(50), FitConfig(restarts=2))  # warm-up
     timed = _TimedScorer(GPScorer(ds, FitConfig(restarts=restarts)))
     ev = Evaluator(timed, budget=budget)
     t = time.perf_counter()
@@ -1314,8 +1339,10 @@ def run_performance(
     lines = [
         "# Performance",
         "",
-        "Command: `prolas bench --performance --out "
-        f"{out}` (restarts {restarts}; sizes {', '.join(map(str, sizes))}).",
+        f"Command: `prolas bench --performance --sizes {','.join(map(str, sizes))} "
+        f"--restarts {restarts} --budget {search_budget} --out {out}`. Every measurement runs "
+        "in a fresh process after one small warm-up fit (imports and first-call costs are "
+        "not counted).",
         "",
         "## Machine",
         "",
