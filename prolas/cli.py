@@ -271,6 +271,26 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
         print(f"wrote {path}")
         return 0
+    config = bench.BenchConfig(
+        datasets=bench.parse_datasets(args.datasets, args.data_dir),
+        methods=bench.parse_methods(args.methods),
+        seeds=args.seeds,
+        budget=args.budget,
+        restarts=args.restarts,
+        max_points=args.max_points,
+        grammar=args.grammar,
+        checkpoint=args.checkpoint,
+        data_dir=args.data_dir,
+        refit_full=args.refit_full,
+    )
+    runner = bench.run_extrapolation if args.extrapolation else bench.run_bench
+    res = runner(config, args.out, resume=args.resume, progress=not args.quiet, log=say)
+    say(
+        f"bench: {res.cells_run} cells run, {res.cells_skipped} skipped (done before), "
+        f"{res.new_fits} new GP fits"
+    )
+    print("wrote " + ", ".join(str(f) for f in res.files))
+    return 0
 
 
 # --- commands ---------------------------------------------------------------------------
