@@ -1488,7 +1488,12 @@ def plot_fraction_study(
 
     plt = _pyplot()
     k = len(results)
-    fig, axes = plt.subplots(1, k + 1, figsize=(3.6 * (k + 1), 3.4))
+    ncol = 3
+    nrow = math.ceil((k + 1) / ncol)
+    fig, grid = plt.subplots(nrow, ncol, figsize=(12, 3.3 * nrow), squeeze=False)
+    axes = list(grid.ravel())
+    for ax in axes[k + 1 :]:
+        ax.axis("off")
     for ax, r in zip(axes, results):
         full_x = np.concatenate([r.train.x, r.test.x])
         xs = np.linspace(full_x[0], full_x[-1], 300)
@@ -1506,7 +1511,7 @@ def plot_fraction_study(
         yl = np.concatenate([r.train.y, r.test.y])
         pad = 0.3 * float(np.ptp(yl))
         ax.set_ylim(float(yl.min()) - pad, float(yl.max()) + pad)
-    ax = axes[-1]
+    ax = axes[k]
     fr = [r.fraction for r in results]
     ax.plot(fr, [r.test_mse for r in results], "o-", color="k", lw=2, label="proposed")
     for i, b in enumerate(results[0].base_mse):
@@ -1594,7 +1599,7 @@ def fraction_table(results: Sequence[FractionResult]) -> pd.DataFrame:
     rows = []
     for r in results:
         row = {
-            "fraction": r.fraction,
+            "train %": round(100 * r.fraction),
             "n_train": r.train.n,
             "n_test": r.test.n,
             "expression": r.fit.expression,
@@ -1646,9 +1651,9 @@ def surrogate_regression_markdown(benchmarks: str | Path = "benchmarks") -> str:
     return "From `benchmarks/surrogate_regression/regression.md`:\n\n" + path.read_text()
 
 
-def small_png(path: str | Path, width: int = 700, colors: int = 64) -> bytes:
+def small_png(path: str | Path, width: int = 700, colors: int = 256) -> bytes:
     """A PNG file shrunk for embedding in a notebook: at most ``width`` pixels wide and a
-    ``colors``-colour palette (plots have few colours; typically 3-5x smaller)."""
+    ``colors``-colour palette (plots have few colours; typically 2-4x smaller)."""
     import io
 
     from PIL import Image
