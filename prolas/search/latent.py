@@ -7,22 +7,26 @@ its expression scored by the shared :class:`~prolas.search.evaluator.Evaluator`.
 
 Loop:
 
-1. **Initial design** (``n_init`` points): encoded grammar samples (posterior means of
-   q(z | r), clipped to the box) or a scrambled Sobol design in the box.
+1. **Initial design** (``n_init`` points): a scrambled Sobol design in the box (default)
+   or encoded grammar samples (posterior means of q(z | r), clipped to the box).
 2. **Surrogate**: BoTorch ``SingleTaskGP`` on ``u = (z - lo) / (hi - lo)`` in
    ``[0, 1]^d`` (``n x d`` float64) with standardised outcomes (``Standardize``),
-   fitted by exact marginal likelihood (``fit_gpytorch_mll``).
+   fitted by exact marginal likelihood (``fit_gpytorch_mll``, warm-started from the
+   previous step's hyperparameters).
 3. **Acquisition**: ``LogExpectedImprovement`` for one proposal per step (q = 1),
    ``qLogExpectedImprovement`` (quasi-Monte-Carlo) for q > 1, maximised with
    ``optimize_acqf`` over the unit cube (multi-start L-BFGS-B from ``raw_samples``
    random points, ``num_restarts`` starts).
 4. **Evaluate**: decode the proposal(s). An expression already evaluated returns its
    cached BIC at no budget cost, and its (z, BIC) pair still joins the data, so the
-   surrogate learns that the region holds nothing new. Optionally (``avoid_known``)
-   the best restart candidate of the acquisition optimiser that decodes to a *new*
-   expression is evaluated in the same step. After ``stall_limit`` consecutive steps
-   without a new expression the search diversifies: it perturbs the incumbent with
-   growing Gaussian steps in the unit cube and, failing that, draws a grammar sample.
+   surrogate learns that the region holds nothing new. With ``duplicates="pool"``
+   (default) the step then also evaluates the *new* expression of highest LogEI among
+   the other restart candidates, a Sobol pool and Gaussian perturbations of the best
+   points (decoding thousands of z costs ~0.1 s), so a step is never wasted on the
+   large latent regions that decode to frequent short expressions. After
+   ``stall_limit`` consecutive steps without a new expression the search diversifies:
+   it perturbs the incumbent with growing Gaussian steps and, failing that, draws a
+   grammar sample.
 5. Failed fits get a pessimistic target: the worst successful BIC minus
    ``max(1, margin * (best - worst))``.
 
@@ -35,10 +39,11 @@ float64 with GPyTorch's fast computations off (dense Cholesky at every size), wh
 ``import botorch`` set globally. :mod:`prolas.gp` computes its own likelihood with a
 torch Cholesky and is unaffected by these settings.
 
+>>> from prolas.pipeline import SearchConfig
 >>> from prolas.search.evaluator import Evaluator, TableScorer
 >>> ev = Evaluator(TableScorer({"LIN*PER": 5.0}, default=0.0), budget=12)
 >>> res = search_prolas(ev, None, SearchConfig(budget=12))   # doctest: +SKIP
->>> res.evaluations
+>>> res.evaluations                                          # doctest: +SKIP
 12
 """
 
@@ -64,7 +69,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from prolas.pipeline import SearchConfig
     from prolas.vae import TrainedVAE
 
-__all__ = ["LatentBOConfig", "search_prolas", "resolve_vae", "quick_vae_config"]
+__all__ = [
+    "LatentBOConfig",
+    "search_prolas",
+    "resolve_vae",
+    "quick_vae_config",
+    "sequence_edits",
+]
 
 DTYPE = torch.float64
 INIT_DESIGNS = ("grammar", "sobol")
@@ -85,10 +96,16 @@ class LatentBOConfig:
             more; ``restarts`` also evaluate the best other restart candidate that
             decodes to a new expression; ``pool`` also evaluate the new expression of
             highest LogEI among the restart candidates, ``pool_sobol`` Sobol points and
-            ``pool_local`` perturbations of the ``pool_top`` best points.
+            ``pool_local`` perturbations of the ``pool_top`` best points and, with
+            ``pool_edits``, the latent codes of grammar edits of their sequences
+            (:func:`sequence_edits`).
+        pool_always: (q = 1, ``pool``) take the new expression of highest LogEI over the
+            optimiser's candidates and the pool at every step, not only when the
+            optimiser's best point decodes to a known expression.
         stall_limit: consecutive steps without a new expression before diversifying.
         perturb_scales: standard deviations (unit-cube units) of the incumbent
-            perturbations tried when diversifying, each ``perturb_tries`` times.
+            perturbations tried when diversifying, each ``perturb_tries`` times; then up
+            to ``grammar_tries`` grammar draws for an expression not evaluated yet.
         margin: pessimistic target of failed fits, ``worst - max(1, margin * range)``.
         max_steps_factor: hard cap of ``max_steps_factor * budget`` BO steps.
         warp: surrogate targets, ``none`` (BIC) or ``clip`` (BIC raised to its median).
@@ -108,9 +125,12 @@ class LatentBOConfig:
     pool_sobol: int = 1024
     pool_local: int = 1024
     pool_top: int = 3
+    pool_edits: bool = False
+    pool_always: bool = False
     stall_limit: int = 20
     perturb_scales: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4)
     perturb_tries: int = 25
+    grammar_tries: int = 2000
     margin: float = 0.1
     max_steps_factor: int = 20
     warp: str = "none"
@@ -237,6 +257,46 @@ def _numerics():
         # BoTorch warns about standardisation/ill-conditioning that we handle ourselves
         warnings.simplefilter("ignore")
         yield
+
+
+def sequence_edits(seq: tuple[str, ...], grammar) -> list[tuple[str, ...]]:
+    """Grammar-local neighbours of a token sequence (valid sequences of ``grammar``):
+
+    * append ``op B`` (S -> S + B, S -> S * B: CKS's expansions),
+    * replace one kernel token by another base kernel (CKS's B -> B'),
+    * swap one operation (+ <-> *),
+    * drop the last ``op K`` pair.
+
+    >>> from prolas.grammar import Grammar
+    >>> len(sequence_edits(("LIN", "stop"), Grammar.default()))
+    11
+    """
+    from prolas.errors import GrammarError
+    from prolas.grammar import STOP
+
+    core = list(seq[:-1] if seq and seq[-1] == STOP else seq)
+    kernels = [k for k, p in zip(grammar.base_kernels, grammar.p_base) if p > 0]
+    ops = [o for o, p in zip(("+", "*"), grammar.p_op[:2]) if p > 0]
+    n_ops = len(core) // 2
+    cands: list[list[str]] = []
+    if n_ops < grammar.max_operations:
+        cands += [core + [o, b] for o in ops for b in kernels]
+    for i in range(0, len(core), 2):
+        cands += [core[:i] + [b] + core[i + 1 :] for b in kernels if b != core[i]]
+    for i in range(1, len(core), 2):
+        cands += [core[:i] + [o] + core[i + 1 :] for o in ops if o != core[i]]
+    if n_ops >= 1:
+        cands.append(core[:-2])
+    out = []
+    for c in cands:
+        q = tuple(c) if len(c) // 2 == grammar.max_operations else (*c, STOP)
+        try:
+            grammar.validate_sequence(q)
+        except GrammarError:
+            continue
+        if math.isfinite(grammar.log_prob(q)):
+            out.append(q)
+    return out
 
 
 class _LatentSearch:
@@ -462,14 +522,22 @@ class _LatentSearch:
             )
             lo, hi = self.search_bounds()
             parts.append(lo + (hi - lo) * sobol.draw(self.opt.pool_sobol, dtype=DTYPE))
-        if self.opt.pool_local and self.U:
+        if (self.opt.pool_local or self.opt.pool_edits) and self.U:
             tg = self.targets()[:, 0]
-            top = torch.argsort(tg, descending=True)[: self.opt.pool_top]
-            per = max(1, self.opt.pool_local // (len(top) * len(self.opt.perturb_scales)))
-            for i in top.tolist():
-                for scale in self.opt.perturb_scales:
-                    noise = torch.from_numpy(self.rng.normal(0.0, scale, (per, self.d)))
-                    parts.append((self.U[i] + noise).clamp(0.0, 1.0))
+            top = torch.argsort(tg, descending=True)[: self.opt.pool_top].tolist()
+            if self.opt.pool_local:
+                per = max(1, self.opt.pool_local // (len(top) * len(self.opt.perturb_scales)))
+                for i in top:
+                    for scale in self.opt.perturb_scales:
+                        noise = torch.from_numpy(self.rng.normal(0.0, scale, (per, self.d)))
+                        parts.append((self.U[i] + noise).clamp(0.0, 1.0))
+            if self.opt.pool_edits:
+                seqs = self.vae.decode_sequences(
+                    self.to_latent(torch.stack([self.U[i] for i in top]))
+                )
+                edits = sorted({n for q in seqs for n in sequence_edits(q, self.vae.grammar)})
+                if edits:
+                    parts.append(self.to_unit(self.vae.encode_sequences(edits)))
         return torch.cat(parts).to(DTYPE)
 
     def best_new(
@@ -513,6 +581,10 @@ class _LatentSearch:
             elif not self.ev.seen(e):
                 known.append((u, e))  # a duplicate inside the batch: scored once
         self.stats["known_proposals"] += len(known)
+        if self.opt.pool_always and self.batch == 1 and self.opt.duplicates == "pool":
+            # maximise LogEI over the optimiser's candidates and the pool together,
+            # restricted to new expressions (not only when the best point is known)
+            fresh = []
         missing = self.batch - len(fresh)
         if missing and self.opt.duplicates == "restarts":
             # the best restart batch that decodes to something new
@@ -525,8 +597,9 @@ class _LatentSearch:
                     fresh += extra[:missing]
                     break
         elif missing and self.opt.duplicates == "pool":
+            rest = cands if self.opt.pool_always else cands[1:]
             extra = self.best_new(
-                self.candidate_pool(cands[1:]), log_ei, missing, {str(e) for _, e in fresh}
+                self.candidate_pool(rest), log_ei, missing, {str(e) for _, e in fresh}
             )
             self.stats["alternates"] += len(extra)
             fresh += extra
@@ -554,13 +627,20 @@ class _LatentSearch:
                     e = self.decode(u)[0]
                     if not self.ev.seen(e):
                         return self.evaluate([(u, e)])
-        for _ in range(2000):
+        from prolas.encoding import sequence_to_expression
+
+        for _ in range(self.opt.grammar_tries):
             s = self.vae.grammar.sample_sequence(self.rng)
             self.stats["grammar_draws"] += 1
+            if self.ev.seen(sequence_to_expression(s)):
+                continue
             u = self.to_unit(self.vae.encode_sequences([s]))[0]
             e = self.decode(u)[0]
-            if not self.ev.seen(e):
-                return self.evaluate([(u, e)])
+            if self.ev.seen(e):
+                # the decoder cannot reach this expression (e.g. a poorly trained
+                # VAE): evaluate the grammar sample itself at its latent code
+                e = sequence_to_expression(s)
+            return self.evaluate([(u, e)])
         return 0
 
     def run(self) -> None:
