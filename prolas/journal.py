@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from prolas.errors import OutputExistsError, ProlasError
 from prolas.expr import parse
+from prolas.report import HISTORY_KEYS
 from prolas.search.evaluator import Evaluation, Evaluator
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,16 +75,7 @@ __all__ = [
 
 JOURNAL_NAME = "journal.jsonl"
 FORMAT_VERSION = 1
-_ENTRY_KEYS = (
-    "index",
-    "expression",
-    "status",
-    "bic",
-    "log_likelihood",
-    "n_params",
-    "seconds",
-    "error",
-)
+_ENTRY_KEYS = HISTORY_KEYS
 
 
 class JournalError(ProlasError):

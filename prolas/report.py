@@ -58,7 +58,8 @@ _TOP_KEYS = ("prolas_version", "data", "search", "best", "history")
 _DATA_KEYS = ("path", "x_column", "y_column", "n", "y_mean", "y_std")
 _SEARCH_KEYS = ("method", "seed", "budget", "evaluations", "wall_seconds", "checkpoint")
 _BEST_KEYS = ("expression", "log_likelihood", "n_params", "bic", "terms", "noise_variance")
-_HISTORY_KEYS = (
+#: Fields of one history entry (result.json) and of one journal line.
+HISTORY_KEYS = (
     "index",
     "expression",
     "status",
@@ -281,7 +282,7 @@ def validate_result_json(d: dict) -> None:
     best_ok = -math.inf
     for i, h in enumerate(history):
         where = f"history[{i}]"
-        _check_keys(h, _HISTORY_KEYS, where)
+        _check_keys(h, HISTORY_KEYS, where)
         _check(_is_int(h["index"]) and h["index"] == i + 1, f"{where}.index", "not 1..n in order")
         e = _canonical(h["expression"], f"{where}.expression")
         _check(h["expression"] not in seen, f"{where}.expression", "repeated expression")
