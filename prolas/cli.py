@@ -453,7 +453,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
             args.workers if dask else workers, args.scheduler, args.dask_local
         ) as pool:
             ev = make_evaluator(dataset, config, executor=pool, on_result=bar.update_eval)
-            result, best = run_search(dataset, config, evaluator=ev, journal=journal, log=say)
+            result, best = run_search(
+                dataset, config, evaluator=ev, journal=journal, log=bar.writer(say)
+            )
     except KeyboardInterrupt:
         bar.close()
         return _write_partial(out, dataset, config, ev, journal)
@@ -575,6 +577,12 @@ class _Progress:
             self.bar.update(1)
             if self.best is not None:
                 self.bar.set_postfix_str(f"best BIC {self.best.bic:.2f}: {self.best.expression}")
+
+    def writer(self, fallback):
+        """A log function that prints above the bar instead of through it."""
+        if self.bar is None:
+            return fallback
+        return lambda text: self.bar.write(text, file=sys.stderr)
 
     def close(self) -> None:
         if self.bar is not None:
