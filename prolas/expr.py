@@ -22,6 +22,7 @@ True
 from __future__ import annotations
 
 import itertools
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -107,7 +108,7 @@ def _canonical_terms(terms: list[tuple[str, ...]]) -> tuple[Term, ...]:
     return tuple(sorted({_canonical_term(t) for t in terms}))
 
 
-class Expression:
+class Expression(ABC):
     """Base class of the immutable expression tree.
 
     Subclasses: :class:`Base` (a leaf), :class:`Sum`, :class:`Product`. The
@@ -119,8 +120,9 @@ class Expression:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
     # --- structure -----------------------------------------------------------------
-    def _raw_terms(self) -> list[tuple[str, ...]]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _raw_terms(self) -> list[tuple[str, ...]]:
+        """Un-canonicalised product terms (factor-name tuples) of this node."""
 
     @cached_property
     def terms(self) -> tuple[Term, ...]:

@@ -13,7 +13,6 @@ benchmarks/compare/README.md ("Design measurements").
 from __future__ import annotations
 
 import argparse
-import json
 
 import torch
 
@@ -34,13 +33,7 @@ def main() -> None:
     p.add_argument("--cache", help="shared fit cache (default OUT/fits.jsonl)")
     args = p.parse_intermixed_args()
     torch.set_num_threads(1)
-    kw = {}
-    for item in args.options:
-        k, v = item.split("=", 1)
-        try:
-            kw[k] = json.loads(v)
-        except json.JSONDecodeError:
-            kw[k] = v
+    options = LatentBOConfig.from_overrides(args.options)
     if "-" in args.seeds:
         a, b = map(int, args.seeds.split("-"))
         seeds: int | list[int] = list(range(a, b))
@@ -54,7 +47,7 @@ def main() -> None:
         out=args.out,
         checkpoint=args.checkpoint,
         cache_path=args.cache,
-        prolas_options=LatentBOConfig(**kw),
+        prolas_options=options,
         progress=False,
         log=print,
     )

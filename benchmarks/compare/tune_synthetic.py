@@ -13,7 +13,6 @@ the mean best score at the budget.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import Counter
 
@@ -49,14 +48,8 @@ def main() -> None:
     p.add_argument("--no-random", action="store_true")
     args = p.parse_intermixed_args()
     torch.set_num_threads(1)
-    kw = {}
-    for item in args.options:
-        k, v = item.split("=", 1)
-        try:
-            kw[k] = json.loads(v)
-        except json.JSONDecodeError:
-            kw[k] = v
-    opts = LatentBOConfig(**kw)
+    options = LatentBOConfig.from_overrides(args.options)
+
     scorer = Similarity(args.target)
     optimum = scorer(parse(args.target)).bic
 
@@ -72,14 +65,14 @@ def main() -> None:
     t0 = time.time()
     for s in range(args.seeds):
         ev = Evaluator(scorer, args.budget)
-        res = search_prolas(ev, None, cfg.replace(seed=s), trained=trained, options=opts)
+        res = search_prolas(ev, None, cfg.replace(seed=s), trained=trained, options=options)
         hits.append(first_hit(res))
         finals.append(max(res.best_trace()))
         if not args.no_random:
             ev = Evaluator(scorer, args.budget)
             rnd.append(first_hit(search_random(ev, trained.grammar, seed=s)))
     print(
-        f"{args.checkpoint} {kw}: prolas first hit {hits} mean {np.mean(hits):.2f}, "
+        f"{args.checkpoint} {args.options}: prolas first hit {hits} mean {np.mean(hits):.2f}, "
         f"mean final {np.mean(finals):.2f}"
         + (f"; random first hit {rnd} mean {np.mean(rnd):.2f}" if rnd else "")
         + f" ({time.time() - t0:.0f} s)"

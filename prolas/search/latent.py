@@ -50,6 +50,7 @@ torch Cholesky and is unaffected by these settings.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import time
 import warnings
@@ -141,6 +142,19 @@ class LatentBOConfig:
     tr_failure: int = 5
     box_quantile: float = 0.001
     box_expand: float = 0.1
+
+    @classmethod
+    def from_overrides(cls, items: list[str]) -> LatentBOConfig:
+        """Defaults with ``key=value`` overrides (values parsed as JSON, else kept as text),
+        e.g. ``["n_init=5", "init=grammar"]`` (used by the tuning scripts)."""
+        changes: dict = {}
+        for item in items:
+            key, value = item.split("=", 1)
+            try:
+                changes[key] = json.loads(value)
+            except json.JSONDecodeError:
+                changes[key] = value
+        return cls(**changes)
 
     def __post_init__(self) -> None:
         if self.init not in INIT_DESIGNS:
