@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 
 # small acquisition optimiser: the laws do not depend on it and tests stay fast
-FAST = LatentBOConfig(num_restarts=2, raw_samples=32, pool_sobol=256, pool_local=256)
+FAST = LatentBOConfig(
+    surrogate="latent", num_restarts=2, raw_samples=32, pool_sobol=256, pool_local=256
+)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +74,14 @@ def test_prolas_finds_the_optimum_faster_than_random_search(trained) -> None:
     # random search needs ~100 distinct draws on average to hit this target
     target, budget, seeds = "LIN + PER + SE", 20, range(4)
     opts = LatentBOConfig(
-        n_init=5, init="grammar", num_restarts=2, raw_samples=32, pool_sobol=256, pool_local=256
+        surrogate="latent",
+        pool_edits=False,
+        n_init=5,
+        init="grammar",
+        num_restarts=2,
+        raw_samples=32,
+        pool_sobol=256,
+        pool_local=256,
     )
     optimum = Similarity(target).score(parse(target))
     hits_bo, hits_rnd = [], []
@@ -84,6 +93,43 @@ def test_prolas_finds_the_optimum_faster_than_random_search(trained) -> None:
         ev = Evaluator(Similarity(target), budget)
         hits_rnd.append(_first_hit(search_random(ev, trained.grammar, seed=s), optimum, budget))
     assert np.mean(hits_bo) < np.mean(hits_rnd), (hits_bo, hits_rnd)
+
+
+def test_ot_surrogate_finds_the_optimum_faster_than_random_search(trained) -> None:
+    # same objective; the GP now models the decoded expressions with the OT kernel
+    target, budget, seeds = "LIN + PER + SE", 20, range(4)
+    opts = LatentBOConfig(n_init=5, surrogate="ot", pool_sobol=256, pool_local=256, pool_edits=True)
+    optimum = Similarity(target).score(parse(target))
+    hits_bo, hits_rnd = [], []
+    for s in seeds:
+        ev = Evaluator(Similarity(target), budget)
+        res = search_prolas(
+            ev, None, SearchConfig(budget=budget, seed=s), trained=trained, options=opts
+        )
+        assert res.extra["surrogate_failures"] == 0
+        # every proposal is the decode of a latent point: each history entry has one
+        assert res.extra["n_points"] >= budget
+        hits_bo.append(_first_hit(res, optimum, budget))
+        ev = Evaluator(Similarity(target), budget)
+        hits_rnd.append(_first_hit(search_random(ev, trained.grammar, seed=s), optimum, budget))
+    assert np.mean(hits_bo) < np.mean(hits_rnd), (hits_bo, hits_rnd)
+
+
+def test_ot_surrogate_batches_survive_failures_and_are_deterministic(trained) -> None:
+    fail = frozenset({"SE", "LIN", "PER", "LIN + SE", "PER + SE"})
+    opts = LatentBOConfig(n_init=4, surrogate="ot", pool_sobol=128, pool_local=128)
+
+    def run(seed: int) -> list[str]:
+        scorer = Similarity("LIN*PER + SE", fail=fail)
+        ev = Evaluator(scorer, 10)
+        res = search_prolas(
+            ev, None, SearchConfig(budget=10, seed=seed, batch=2), trained=trained, options=opts
+        )
+        assert res.evaluations == 10 == len(set(scorer.calls))
+        assert res.best is not None and res.best.ok
+        return [e.expression for e in res.history]
+
+    assert run(3) == run(3)
 
 
 def test_known_decodes_cost_no_budget_but_join_the_data(trained) -> None:
@@ -116,7 +162,9 @@ def test_all_failures_still_spend_the_budget(trained) -> None:
 
 
 def test_same_seed_same_history_different_seed_differs(trained) -> None:
-    opts = LatentBOConfig(n_init=3, num_restarts=2, raw_samples=32, pool_sobol=128, pool_local=128)
+    opts = LatentBOConfig(
+        surrogate="latent", n_init=3, num_restarts=2, raw_samples=32, pool_sobol=128, pool_local=128
+    )
 
     def run(seed: int) -> list[str]:
         ev = Evaluator(Similarity("LIN*PER + SE"), 8)
@@ -159,7 +207,7 @@ from prolas.pipeline import SearchConfig
 from prolas.search.evaluator import Evaluator, TableScorer
 from prolas.search.latent import LatentBOConfig, search_prolas
 ev = Evaluator(TableScorer({"PER": 1.0}, default=0.0), 6)
-opts = LatentBOConfig(n_init=3, num_restarts=2, raw_samples=16)
+opts = LatentBOConfig(surrogate="latent", n_init=3, num_restarts=2, raw_samples=16)
 search_prolas(ev, None, SearchConfig(budget=6), options=opts)
 assert "botorch" in sys.modules
 after = fit_gp("LIN + PER*SE", ds, restarts=2).log_likelihood

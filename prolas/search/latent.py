@@ -81,6 +81,7 @@ __all__ = [
 DTYPE = torch.float64
 INIT_DESIGNS = ("grammar", "sobol")
 DUPLICATES = ("free", "restarts", "pool")
+SURROGATES = ("latent", "ot")
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,13 @@ class LatentBOConfig:
             halved after ``tr_failure`` new evaluations without one, reset below
             ``tr_min`` (TuRBO, Eriksson et al. 2019).
         box_quantile, box_expand: passed to :meth:`TrainedVAE.latent_bounds`.
+        surrogate: what models BIC. ``latent``: BoTorch ``SingleTaskGP`` on the latent
+            point z (Algorithm 2 as published). ``ot``: a GP on the *decoded
+            expression* with the optimal-transport kernel
+            (:class:`prolas.surrogates.ot.OTKernel`); each step decodes a latent pool
+            (Sobol points of the box, Gaussian perturbations and encoded grammar edits
+            of the ``pool_top`` best latent points) and evaluates the new expression of
+            highest LogEI under that GP.
     """
 
     n_init: int = 10
@@ -126,7 +134,7 @@ class LatentBOConfig:
     pool_sobol: int = 1024
     pool_local: int = 1024
     pool_top: int = 3
-    pool_edits: bool = False
+    pool_edits: bool = True
     pool_always: bool = False
     stall_limit: int = 20
     perturb_scales: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4)
@@ -142,6 +150,7 @@ class LatentBOConfig:
     tr_failure: int = 5
     box_quantile: float = 0.001
     box_expand: float = 0.1
+    surrogate: str = "ot"
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -161,6 +170,8 @@ class LatentBOConfig:
             raise ProlasError(f"unknown initial design {self.init!r}; choose from {INIT_DESIGNS}")
         if self.duplicates not in DUPLICATES:
             raise ProlasError(f"unknown duplicates policy {self.duplicates!r}; choose {DUPLICATES}")
+        if self.surrogate not in SURROGATES:
+            raise ProlasError(f"unknown surrogate {self.surrogate!r}; choose from {SURROGATES}")
         if self.warp not in ("none", "clip"):
             raise ProlasError(f"unknown warp {self.warp!r}; choose none or clip")
         if self.n_init < 1 or self.num_restarts < 1 or self.raw_samples < 1:
@@ -338,6 +349,8 @@ class _LatentSearch:
         self.U: list[torch.Tensor] = []  # unit-cube points, each (d,)
         self.E: list[str] = []  # canonical expression of each point
         self._hypers: dict | None = None  # surrogate hyperparameters of the last step
+        self._structural = None  # surrogate="ot": StructuralSurrogate (distance cache)
+        self._structural_hypers: dict | None = None
         self.tr_length, self.tr_succ, self.tr_fail = options.tr_init, 0, 0
         self.stats = {
             "bo_steps": 0,
@@ -581,6 +594,8 @@ class _LatentSearch:
     def step(self) -> int:
         """One BO iteration; returns the number of new expressions evaluated."""
         self.stats["bo_steps"] += 1
+        if self.opt.surrogate == "ot":
+            return self.step_expression_surrogate()
         prop = self.propose()
         if prop is None:
             return self.diversify()
@@ -627,6 +642,56 @@ class _LatentSearch:
                 if self.ev.seen(e):
                     self.add(u, e)
         return self.ev.n_unique - new_before
+
+    def step_expression_surrogate(self) -> int:
+        """One step with the OT-kernel GP on decoded expressions (``surrogate="ot"``).
+
+        The GP is fitted on the distinct evaluated expressions (targets as in
+        :meth:`targets`); the candidates are the new expressions decoded from
+        :meth:`candidate_pool` (the VAE is the proposal generator: every candidate is
+        the decode of a latent point); the ``batch`` candidates of highest LogEI are
+        evaluated (greedy top-q, not a joint qEI)."""
+        from prolas.surrogates.model import StructuralSurrogate, fit_gp
+
+        if self._structural is None:
+            self._structural = StructuralSurrogate("ot", self.vae.grammar)
+        sur = self._structural
+        Y = self.targets()[:, 0]
+        best_y: dict[str, float] = {}
+        for e, y in zip(self.E, Y.tolist()):
+            best_y[e] = y
+        exprs, ys = list(best_y), list(best_y.values())
+        if len(exprs) < 2 or max(ys) - min(ys) <= 0.0:
+            return self.diversify()
+        pool = self.candidate_pool(torch.empty(0, self.d, dtype=DTYPE))
+        decoded = self.decode(pool)
+        cands: dict[str, tuple[torch.Tensor, Expression]] = {}
+        for u, e in zip(pool, decoded):
+            if not self.ev.seen(e):
+                cands.setdefault(str(e), (u, e))
+        if not cands:
+            return self.diversify()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # indefinite-Gram repairs are routine for OT
+            try:
+                fit = fit_gp(
+                    sur.new_kernel(),
+                    sur.encode_expressions(exprs),
+                    ys,
+                    max_iter=50,
+                    init=self._structural_hypers,
+                )
+                self._structural_hypers = fit.hyperparameters()
+                cand_list = list(cands.values())
+                vals = fit.log_ei(
+                    sur.encode_expressions([e for _, e in cand_list]), max(ys), joint=False
+                )
+            except Exception:  # a surrogate failure must not end the search
+                self.stats["surrogate_failures"] += 1
+                self._structural_hypers = None
+                return self.diversify()
+        order = torch.argsort(vals, descending=True)[: self.batch].tolist()
+        return self.evaluate([cand_list[i] for i in order])
 
     def diversify(self) -> int:
         """Evaluate something new: perturb the incumbent, else draw from the grammar."""

@@ -111,8 +111,16 @@ class FittedSurrogate:
     def noise(self) -> float:
         return float(self.model.likelihood.noise.item())
 
-    def predict(self, x: torch.Tensor, chunk: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
-        """Posterior mean and variance of f (noise-free), each shape ``n``."""
+    def predict(
+        self, x: torch.Tensor, chunk: int = 512, joint: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Posterior mean and variance of f (noise-free), each shape ``n``.
+
+        For the OT kernel, ``joint=True`` repairs one Gram matrix over training and test
+        expressions together (O((n + m)^2) distances); ``joint=False`` repairs the
+        training Gram matrix only and uses the raw cross-covariances and the training
+        diagonal for the test points (O(n m) distances: for ranking large candidate sets).
+        """
         m = self.model
         xt, yt = m.train_inputs[0], m.train_targets
         kern = m.covar_module
@@ -120,6 +128,12 @@ class FittedSurrogate:
         s2 = m.likelihood.noise.detach().reshape(())
         means, variances = [], []
         with torch.no_grad(), _numerics():
+            if _is_ot(kern) and not joint:
+                ktt = kern.forward(xt, xt)
+                it = xt[:, 0].round().long().numpy()
+                kst = kern.gram(x[:, 0].round().long().numpy(), it, dtype=ktt.dtype)
+                kss = torch.full((len(x),), float(ktt.diagonal().max()), dtype=ktt.dtype)
+                return self._condition(ktt, kst, kss, yt, c, s2)
             if _is_ot(kern):
                 # one joint Gram matrix (repaired once) so all blocks share one PSD kernel
                 joint = kern.forward(torch.cat([xt, x]), torch.cat([xt, x]))
@@ -150,8 +164,8 @@ class FittedSurrogate:
         var = (kss - (v**2).sum(0)).clamp_min(1e-12)
         return mu * self.y_std + self.y_mean, var * self.y_std**2
 
-    def log_ei(self, x: torch.Tensor, best: float) -> torch.Tensor:
-        mu, var = self.predict(x)
+    def log_ei(self, x: torch.Tensor, best: float, joint: bool = True) -> torch.Tensor:
+        mu, var = self.predict(x, joint=joint)
         return log_ei(mu, var, best)
 
 
