@@ -80,6 +80,14 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         "--batch", type=_positive_int, default=1, help="proposals per BO iteration, q (default 1)"
     )
     g.add_argument(
+        "--latent-surrogate",
+        choices=("ot", "latent"),
+        default="ot",
+        help="PROLAS: model BIC with a GP on the decoded expressions with the optimal-"
+        "transport kernel (ot, default: measured better) or on the latent point (latent, "
+        "the paper's Algorithm 2)",
+    )
+    g.add_argument(
         "--surrogate",
         choices=("arc", "hierarchical", "conditional", "laplace", "ot"),
         default="hierarchical",
@@ -424,6 +432,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         train_vae=args.train_vae,
         batch=args.batch,
         surrogate=args.surrogate,
+        latent_surrogate=args.latent_surrogate,
         acq_opt=args.acq_opt,
     )
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))

@@ -46,6 +46,9 @@ class SearchConfig:
         train_vae: train a data-specific KG-VAE on the data's inputs first (prolas).
         batch: proposals per iteration (q).
         surrogate, acq_opt: structural search's surrogate kernel and acquisition optimiser.
+        latent_surrogate: what PROLAS models BIC with: ``ot`` (a GP with the OT kernel on
+            the decoded expressions, default) or ``latent`` (a GP on the latent point,
+            Algorithm 2 as published); see :class:`prolas.search.latent.LatentBOConfig`.
     """
 
     method: str = "prolas"
@@ -59,6 +62,7 @@ class SearchConfig:
     batch: int = 1
     surrogate: str = "hierarchical"
     acq_opt: str = "ea"
+    latent_surrogate: str = "ot"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -71,6 +75,8 @@ class SearchConfig:
             raise ProlasError("--batch must be at least 1")
         if self.depth < 1:
             raise ProlasError("--depth must be at least 1")
+        if self.latent_surrogate not in ("ot", "latent"):
+            raise ProlasError("--latent-surrogate must be ot or latent")
 
     @property
     def fit_config(self) -> FitConfig:
@@ -153,9 +159,10 @@ def _run_random(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> S
 
 
 def _run_prolas(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> SearchResult:
-    from prolas.search.latent import search_prolas
+    from prolas.search.latent import LatentBOConfig, search_prolas
 
-    return search_prolas(ev, dataset, config, log=log)
+    options = LatentBOConfig(surrogate=config.latent_surrogate)
+    return search_prolas(ev, dataset, config, log=log, options=options)
 
 
 def _run_structural(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> SearchResult:
