@@ -221,17 +221,21 @@ print(repr(before), repr(after))
     assert before == after
 
 
-def test_fit_cli_defaults_to_prolas_with_the_shipped_checkpoint(tmp_path, capsys) -> None:
+@pytest.mark.parametrize("surrogate", [None, "latent"])
+def test_fit_cli_defaults_to_prolas_with_the_shipped_checkpoint(
+    tmp_path, capsys, surrogate
+) -> None:
     from prolas.cli import main
     from prolas.report import validate_result_json
 
     out = tmp_path / "airline"
-    code = main(
-        ["fit", str(DATA / "airline.csv"), "--budget", "8", "--restarts", "2", "--out", str(out)]
-    )
-    assert code == 0
+    args = ["fit", str(DATA / "airline.csv"), "--budget", "8", "--restarts", "2", "--out", str(out)]
+    if surrogate is not None:
+        args += ["--latent-surrogate", surrogate]
+    assert main(args) == 0
     err = capsys.readouterr().err
     assert "loaded checkpoint default" in err
+    assert f"PROLAS ({surrogate or 'ot'} surrogate): 8 evaluations" in err
     doc = json.loads((out / "result.json").read_text())
     validate_result_json(doc)
     assert doc["search"]["method"] == "prolas" and doc["search"]["checkpoint"] == "default"

@@ -802,7 +802,8 @@ def search_prolas(
             pass
     st = state.stats
     log(
-        f"PROLAS: {evaluator.n_unique} evaluations, {st['bo_steps']} BO steps, "
+        f"PROLAS ({options.surrogate} surrogate): {evaluator.n_unique} evaluations, "
+        f"{st['bo_steps']} BO steps, "
         f"{st['free_points']} proposals decoded to known expressions, "
         f"{st['diversifications']} diversifications"
     )
