@@ -14,7 +14,8 @@ Two surrogates (``LatentBOConfig.surrogate``):
   their sequences, i.e. CKS's moves) and evaluates the new expression of highest LogEI.
   Measured (benchmarks/compare/README.md): at n = 50 the latent GP predicts held-out
   BIC with rank correlation 0.26 on airline, the OT GP with 0.73; on airline (20 seeds,
-  budget 50) the mean best BIC went from 113.5 (latent) to 116.9 (ot).
+  budget 50) the mean best BIC went from 113.5-114.4 (latent; d = 4 and d = 8) to 116.9
+  (ot, d = 8). On mauna (200-point thinning) it is behind random search.
 * ``latent``: Algorithm 2 as published, steps 2-4 below.
 
 Loop:
