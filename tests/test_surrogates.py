@@ -366,3 +366,27 @@ def test_log_ei_matches_closed_form_and_is_finite_in_the_far_tail():
     ref = np.log(s * (norm.pdf(z) + z * norm.cdf(z)))
     assert np.allclose(got[:4], ref[:4], rtol=1e-10)
     assert np.isfinite(got[4]) and got[4] < got[2]
+
+
+def test_ot_cross_only_prediction_matches_joint_on_training_expressions() -> None:
+    """predict(joint=False) (training Gram repaired alone, n x m cross distances) agrees with
+    the joint prediction at the training expressions and stays a valid posterior elsewhere:
+    finite means, variances in (0, prior variance]."""
+    from prolas.grammar import Grammar
+    from prolas.surrogates.model import StructuralSurrogate, fit_gp
+
+    g = Grammar.default()
+    exprs = list(
+        dict.fromkeys(
+            str(g.to_expression(s)) for s in g.sample_sequences(200, np.random.default_rng(0))
+        )
+    )
+    train, test = exprs[:15], exprs[15:45]
+    sur = StructuralSurrogate("ot", g)
+    fit = fit_gp(sur.new_kernel(), sur.encode_expressions(train), [len(e) for e in train], 30)
+    xt = sur.encode_expressions(train)
+    assert torch.allclose(fit.predict(xt, joint=False)[0], fit.predict(xt)[0], atol=1e-8)
+    mu, var = fit.predict(sur.encode_expressions(test), joint=False)
+    kern = fit.model.covar_module
+    prior = float(kern.forward(xt, xt).diagonal().max()) * fit.y_std**2
+    assert torch.isfinite(mu).all() and (var > 0).all() and (var <= prior * (1 + 1e-9)).all()
