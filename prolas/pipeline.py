@@ -75,8 +75,10 @@ class SearchConfig:
             raise ProlasError("--batch must be at least 1")
         if self.depth < 1:
             raise ProlasError("--depth must be at least 1")
-        if self.latent_surrogate not in ("ot", "latent"):
-            raise ProlasError("--latent-surrogate must be ot or latent")
+        from prolas.search.latent import SURROGATES
+
+        if self.latent_surrogate not in SURROGATES:
+            raise ProlasError(f"--latent-surrogate must be one of {', '.join(SURROGATES)}")
 
     @property
     def fit_config(self) -> FitConfig:

@@ -667,16 +667,17 @@ class _LatentSearch:
         :meth:`candidate_pool` (the VAE is the proposal generator: every candidate is
         the decode of a latent point); the ``batch`` candidates of highest LogEI are
         evaluated (greedy top-q, not a joint qEI)."""
+        import gpytorch
+
+        from prolas.errors import NumericsWarning
         from prolas.surrogates.model import StructuralSurrogate, fit_gp
 
         if self._structural is None:
             self._structural = StructuralSurrogate("ot", self.vae.grammar)
         sur = self._structural
         Y = self.targets()[:, 0]
-        best_y: dict[str, float] = {}
-        for e, y in zip(self.E, Y.tolist()):
-            best_y[e] = y
-        exprs, ys = list(best_y), list(best_y.values())
+        target = dict(zip(self.E, Y.tolist()))  # one row per distinct expression
+        exprs, ys = list(target), list(target.values())
         if len(exprs) < 2 or max(ys) - min(ys) <= 0.0:
             return self.diversify()
         pool = self.candidate_pool(torch.empty(0, self.d, dtype=DTYPE))
@@ -688,7 +689,9 @@ class _LatentSearch:
         if not cands:
             return self.diversify()
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # indefinite-Gram repairs are routine for OT
+            # indefinite-Gram repairs and GPyTorch jitter are routine for the OT kernel
+            warnings.simplefilter("ignore", NumericsWarning)
+            warnings.simplefilter("ignore", gpytorch.utils.warnings.NumericalWarning)
             try:
                 fit = fit_gp(
                     sur.new_kernel(),
