@@ -450,14 +450,28 @@ class _GridProgress:
             self.bar.close()
 
 
+#: libraries whose versions can change a search's trajectory (BO is chaotic: measured, the
+#: same prolas commit gave identical airline histories within one environment, but
+#: histories that parted after 14-32 fits in an environment with other library builds)
+PROVENANCE_PACKAGES = ("torch", "gpytorch", "botorch", "linear_operator", "numpy", "scipy", "pot")
+
+
 def _provenance() -> dict:
-    """prolas version, git commit and uncommitted changes under prolas/ (when in a checkout):
-    a strategy under development can change results between runs."""
+    """prolas version, library versions, git commit and uncommitted changes under prolas/
+    (when in a checkout): a strategy under development, or another library build, can
+    change results between runs."""
     import subprocess
+    from importlib import metadata
 
     from prolas import __version__
 
-    out: dict = {"prolas_version": __version__}
+    packages = {}
+    for name in PROVENANCE_PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            packages[name] = None
+    out: dict = {"prolas_version": __version__, "packages": packages}
     root = Path(__file__).resolve().parents[1]
     try:
         git = ["git", "-C", str(root)]

@@ -90,6 +90,12 @@ def test_grid_writes_every_file_with_the_right_columns(grid: Path) -> None:
     assert (grid / "convergence_airline.png").stat().st_size > 5000
     fits = (grid / "fits" / "airline.jsonl").read_text().splitlines()
     assert len(fits) == ev["expression"].nunique()  # each distinct expression fitted once
+    # provenance: the library versions a trajectory depends on are recorded with the run
+    import torch
+
+    run = json.loads((grid / "bench.json").read_text())["runs"][-1]
+    assert run["packages"]["torch"] == torch.__version__
+    assert set(bench.PROVENANCE_PACKAGES) == set(run["packages"])
 
 
 def test_resume_skips_finished_cells_and_refits_nothing(grid: Path, tmp_path: Path) -> None:
