@@ -264,3 +264,35 @@ def test_train_vae_trains_on_the_data_inputs_before_searching(monkeypatch) -> No
     cfg = SearchConfig(budget=4, train_vae=True)
     res = search_prolas(ev, ds, cfg, trained=trained, options=FAST)
     assert res.evaluations == 4 and res.extra["checkpoint"] == "trained"
+
+
+def test_prior_weight_steers_ot_proposals_to_probable_expressions(trained) -> None:
+    # A flat objective (every expression scores the same up to its term overlap with a
+    # long target) leaves LogEI nearly uninformative, so a dominant grammar prior must
+    # pull the BO proposals (after the initial design) to shorter, likelier expressions.
+    def proposals(weight: float) -> list[str]:
+        ev = Evaluator(Similarity("LIN*PER*RQ + PER*SE*SE + LIN*RQ"), 14)
+        opts = LatentBOConfig(
+            n_init=4, pool_sobol=256, pool_local=256, prior_weight=weight, pool_edits=True
+        )
+        res = search_prolas(
+            ev, None, SearchConfig(budget=14, seed=2), trained=trained, options=opts
+        )
+        assert res.evaluations == 14 and res.extra["surrogate_failures"] == 0
+        return [e.expression for e in res.history[4:]]
+
+    def mean_factors(exprs: list[str]) -> float:
+        return float(np.mean([sum(len(t) for t in parse(e).terms) for e in exprs]))
+
+    plain, steered = proposals(0.0), proposals(1e4)
+    assert mean_factors(steered) < mean_factors(plain), (plain, steered)
+
+
+def test_grammar_pool_alone_spends_the_budget_on_decoded_expressions(trained) -> None:
+    # only latent codes of grammar draws as candidates: still one new expression per step
+    scorer = Similarity("LIN + PER")
+    ev = Evaluator(scorer, 10)
+    opts = LatentBOConfig(n_init=3, pool_sobol=0, pool_local=0, pool_edits=False, pool_grammar=64)
+    res = search_prolas(ev, None, SearchConfig(budget=10, seed=0), trained=trained, options=opts)
+    assert res.evaluations == 10 == len(set(scorer.calls))
+    assert res.extra["diversifications"] == 0 and res.extra["n_points"] >= 10

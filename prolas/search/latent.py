@@ -116,7 +116,8 @@ class LatentBOConfig:
             highest LogEI among the restart candidates, ``pool_sobol`` Sobol points and
             ``pool_local`` perturbations of the ``pool_top`` best points and, with
             ``pool_edits``, the latent codes of grammar edits of their sequences
-            (:func:`sequence_edits`).
+            (:func:`sequence_edits`); ``pool_grammar`` adds the latent codes of that
+            many fresh grammar draws (so the pool covers what random search samples).
         pool_always: (q = 1, ``pool``) take the new expression of highest LogEI over the
             optimiser's candidates and the pool at every step, not only when the
             optimiser's best point decodes to a known expression.
@@ -139,6 +140,11 @@ class LatentBOConfig:
             (Sobol points of the box, Gaussian perturbations and encoded grammar edits
             of the ``pool_top`` best latent points) and evaluates the new expression of
             highest LogEI under that GP.
+        prior_weight: (``ot``) beta of a prior-weighted acquisition (piBO, Hvarfner et
+            al. 2022): a candidate's LogEI plus ``beta / n * log p(sequence)``, the
+            grammar's log-probability of its decoded sequence, after n evaluations, so
+            that improbable (long, repetitive) expressions need more predicted gain
+            early on and the prior's pull fades as data accumulate. 0 disables it.
     """
 
     n_init: int = 10
@@ -151,6 +157,8 @@ class LatentBOConfig:
     pool_local: int = 1024
     pool_top: int = 3
     pool_edits: bool = True
+    pool_grammar: int = 0
+    prior_weight: float = 0.0
     pool_always: bool = False
     stall_limit: int = 20
     perturb_scales: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4)
@@ -581,6 +589,9 @@ class _LatentSearch:
                 edits = sorted({n for q in seqs for n in sequence_edits(q, self.vae.grammar)})
                 if edits:
                     parts.append(self.to_unit(self.vae.encode_sequences(edits)))
+        if self.opt.pool_grammar:
+            draws = self.vae.grammar.sample_sequences(self.opt.pool_grammar, self.rng)
+            parts.append(self.to_unit(self.vae.encode_sequences(draws)))
         return torch.cat(parts).to(DTYPE)
 
     def best_new(
@@ -669,6 +680,7 @@ class _LatentSearch:
         evaluated (greedy top-q, not a joint qEI)."""
         import gpytorch
 
+        from prolas.encoding import sequence_to_expression
         from prolas.errors import NumericsWarning
         from prolas.surrogates.model import StructuralSurrogate, fit_gp
 
@@ -681,11 +693,17 @@ class _LatentSearch:
         if len(exprs) < 2 or max(ys) - min(ys) <= 0.0:
             return self.diversify()
         pool = self.candidate_pool(torch.empty(0, self.d, dtype=DTYPE))
-        decoded = self.decode(pool)
+        seqs = self.vae.decode_sequences(self.to_latent(pool))
         cands: dict[str, tuple[torch.Tensor, Expression]] = {}
-        for u, e in zip(pool, decoded):
+        log_prior: dict[str, float] = {}  # best grammar log-probability per expression
+        for u, q in zip(pool, seqs):
+            e = sequence_to_expression(q)
             if not self.ev.seen(e):
-                cands.setdefault(str(e), (u, e))
+                key = str(e)
+                cands.setdefault(key, (u, e))
+                if self.opt.prior_weight:
+                    lp = self.vae.grammar.log_prob(q)
+                    log_prior[key] = max(lp, log_prior.get(key, -math.inf))
         if not cands:
             return self.diversify()
         with warnings.catch_warnings():
@@ -705,6 +723,9 @@ class _LatentSearch:
                 vals = fit.log_ei(
                     sur.encode_expressions([e for _, e in cand_list]), max(ys), joint=False
                 )
+                if self.opt.prior_weight:
+                    lp = torch.tensor([log_prior[str(e)] for _, e in cand_list], dtype=vals.dtype)
+                    vals = vals + self.opt.prior_weight / len(exprs) * lp
             except Exception:  # a surrogate failure must not end the search
                 self.stats["surrogate_failures"] += 1
                 self._structural_hypers = None
