@@ -296,3 +296,50 @@ def test_grammar_pool_alone_spends_the_budget_on_decoded_expressions(trained) ->
     res = search_prolas(ev, None, SearchConfig(budget=10, seed=0), trained=trained, options=opts)
     assert res.evaluations == 10 == len(set(scorer.calls))
     assert res.extra["diversifications"] == 0 and res.extra["n_points"] >= 10
+
+
+class PenalisedFlat:
+    """A BIC-shaped objective: log-likelihood 10 for every expression except the planted
+    target, BIC = log-likelihood - k/2 ln N with ln N = 8 (so each parameter costs 4)."""
+
+    LOG_N = 8.0
+
+    def __init__(self, target: str) -> None:
+        self.target = str(parse(target))
+
+    def __call__(self, e: Expression) -> Score:
+        ll = 40.0 if str(e) == self.target else 10.0
+        return Score(str(e), "ok", ll - 0.5 * e.n_params * self.LOG_N, ll, e.n_params, 0.0)
+
+
+def test_exact_penalty_recovers_ln_n_and_prefers_cheaper_expressions(trained) -> None:
+    # With the complexity term subtracted exactly, a GP that sees a flat log-likelihood
+    # predicts the highest BIC for the candidates with fewest parameters; a GP on BIC
+    # itself has to learn that from the data.
+    def run(penalty: str):
+        ev = Evaluator(PenalisedFlat("LIN*PER*RQ + SE"), 14)
+        opts = LatentBOConfig(n_init=4, pool_sobol=256, pool_local=256, penalty=penalty)
+        res = search_prolas(
+            ev, None, SearchConfig(budget=14, seed=1), trained=trained, options=opts
+        )
+        assert res.evaluations == 14 and res.extra["surrogate_failures"] == 0
+        return [parse(e.expression).n_params for e in res.history[4:]]
+
+    model, exact = run("model"), run("exact")
+    assert np.mean(exact) < np.mean(model), (model, exact)
+    with pytest.raises(Exception, match="unknown penalty"):
+        LatentBOConfig(penalty="bic")
+
+
+def test_half_log_n_is_read_off_the_evaluations(trained) -> None:
+    import torch
+
+    from prolas.search.latent import _LatentSearch
+
+    ev = Evaluator(PenalisedFlat("SE"), 3)
+    state = _LatentSearch(ev, trained, LatentBOConfig(), 0, 1, lambda s: None)
+    assert state._half_log_n() == 0.0  # nothing evaluated yet
+    e = parse("LIN*PER")
+    ev.evaluate_many([e])
+    state.add(torch.zeros(trained.latent_dim), e)
+    assert state._half_log_n() == pytest.approx(PenalisedFlat.LOG_N / 2)

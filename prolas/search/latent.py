@@ -75,7 +75,7 @@ import numpy as np
 import torch
 
 from prolas.errors import ProlasError
-from prolas.expr import Expression
+from prolas.expr import Expression, parse
 from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,6 +95,7 @@ DTYPE = torch.float64
 INIT_DESIGNS = ("grammar", "sobol")
 DUPLICATES = ("free", "restarts", "pool")
 SURROGATES = ("latent", "ot")
+PENALTIES = ("model", "exact")
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,12 @@ class LatentBOConfig:
             grammar's log-probability of its decoded sequence, after n evaluations, so
             that improbable (long, repetitive) expressions need more predicted gain
             early on and the prior's pull fades as data accumulate. 0 disables it.
+        penalty: (``ot``) how the surrogate treats BIC's complexity term ``k/2 ln N``.
+            ``model``: the GP models BIC itself. ``exact``: the GP models the
+            log-likelihood ``BIC + k/2 ln N`` and each candidate's exact penalty, known
+            from its expression, is subtracted from the predicted mean, so the GP does
+            not have to learn what is known (two expressions the OT kernel finds similar
+            differ by their exact penalties).
     """
 
     n_init: int = 10
@@ -159,6 +166,7 @@ class LatentBOConfig:
     pool_edits: bool = True
     pool_grammar: int = 0
     prior_weight: float = 0.0
+    penalty: str = "model"
     pool_always: bool = False
     stall_limit: int = 20
     perturb_scales: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4)
@@ -196,6 +204,8 @@ class LatentBOConfig:
             raise ProlasError(f"unknown duplicates policy {self.duplicates!r}; choose {DUPLICATES}")
         if self.surrogate not in SURROGATES:
             raise ProlasError(f"unknown surrogate {self.surrogate!r}; choose from {SURROGATES}")
+        if self.penalty not in PENALTIES:
+            raise ProlasError(f"unknown penalty {self.penalty!r}; choose from {PENALTIES}")
         if self.warp not in ("none", "clip"):
             raise ProlasError(f"unknown warp {self.warp!r}; choose none or clip")
         if self.n_init < 1 or self.num_restarts < 1 or self.raw_samples < 1:
@@ -682,7 +692,7 @@ class _LatentSearch:
 
         from prolas.encoding import sequence_to_expression
         from prolas.errors import NumericsWarning
-        from prolas.surrogates.model import StructuralSurrogate, fit_gp
+        from prolas.surrogates.model import StructuralSurrogate, fit_gp, log_ei
 
         if self._structural is None:
             self._structural = StructuralSurrogate("ot", self.vae.grammar)
@@ -692,6 +702,9 @@ class _LatentSearch:
         exprs, ys = list(target), list(target.values())
         if len(exprs) < 2 or max(ys) - min(ys) <= 0.0:
             return self.diversify()
+        # penalty="exact": model log-likelihood = BIC + k/2 ln N, subtract the known penalty
+        half_log_n = self._half_log_n() if self.opt.penalty == "exact" else 0.0
+        fit_ys = [y + half_log_n * parse(e).n_params for e, y in zip(exprs, ys)]
         pool = self.candidate_pool(torch.empty(0, self.d, dtype=DTYPE))
         seqs = self.vae.decode_sequences(self.to_latent(pool))
         cands: dict[str, tuple[torch.Tensor, Expression]] = {}
@@ -714,15 +727,19 @@ class _LatentSearch:
                 fit = fit_gp(
                     sur.new_kernel(),
                     sur.encode_expressions(exprs),
-                    ys,
+                    fit_ys,
                     max_iter=50,
                     init=self._structural_hypers,
                 )
                 self._structural_hypers = fit.hyperparameters()
                 cand_list = list(cands.values())
-                vals = fit.log_ei(
-                    sur.encode_expressions([e for _, e in cand_list]), max(ys), joint=False
+                mean, var = fit.predict(
+                    sur.encode_expressions([e for _, e in cand_list]), joint=False
                 )
+                if half_log_n:
+                    k = torch.tensor([e.n_params for _, e in cand_list], dtype=mean.dtype)
+                    mean = mean - half_log_n * k
+                vals = log_ei(mean, var, max(ys))
                 if self.opt.prior_weight:
                     lp = torch.tensor([log_prior[str(e)] for _, e in cand_list], dtype=vals.dtype)
                     vals = vals + self.opt.prior_weight / len(exprs) * lp
@@ -732,6 +749,15 @@ class _LatentSearch:
                 return self.diversify()
         order = torch.argsort(vals, descending=True)[: self.batch].tolist()
         return self.evaluate([cand_list[i] for i in order])
+
+    def _half_log_n(self) -> float:
+        """``1/2 ln N`` of the data, read off a successful evaluation as
+        ``(log_likelihood - BIC) / k`` (0 for objectives that are not a BIC)."""
+        for key in self.E:
+            e = self.ev.lookup(key)
+            if e is not None and e.ok and e.log_likelihood is not None and e.n_params > 0:
+                return max(0.0, (e.log_likelihood - e.bic) / e.n_params)
+        return 0.0
 
     def diversify(self) -> int:
         """Evaluate something new: perturb the incumbent, else draw from the grammar."""
