@@ -16,6 +16,7 @@ import argparse
 
 import torch
 
+from prolas.bench import thin
 from prolas.compare import run_compare
 from prolas.data import load_csv
 from prolas.search.latent import LatentBOConfig
@@ -31,6 +32,12 @@ def main() -> None:
     p.add_argument("options", nargs="*", help="LatentBOConfig overrides key=value (JSON values)")
     p.add_argument("--methods", default="cks,prolas,random")
     p.add_argument("--cache", help="shared fit cache (default OUT/fits.jsonl)")
+    p.add_argument(
+        "--max-points",
+        type=int,
+        help="search an evenly spaced thinning of this size, as `prolas bench --max-points` "
+        "does (same data fingerprint, so a bench grid's fit cache serves it)",
+    )
     args = p.parse_intermixed_args()
     torch.set_num_threads(1)
     options = LatentBOConfig.from_overrides(args.options)
@@ -39,8 +46,11 @@ def main() -> None:
         seeds: int | list[int] = list(range(a, b))
     else:
         seeds = int(args.seeds)
+    data = load_csv(args.data)
+    if args.max_points:
+        data = thin(data, args.max_points)
     res = run_compare(
-        load_csv(args.data),
+        data,
         args.methods.split(","),
         seeds=seeds,
         budget=args.budget,
