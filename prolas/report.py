@@ -46,6 +46,7 @@ __all__ = [
     "validate_result_json",
     "test_metrics",
     "describe_fit",
+    "flat_factors",
     "write_report",
     "summary_table",
     "EXTRAPOLATE",
@@ -385,13 +386,85 @@ def _term_shares(fit: FitResult, dataset: Dataset) -> tuple[list[float], list[np
     return shares, means
 
 
-def _describe_term(term, mean_on_x: np.ndarray, dataset: Dataset, years: bool) -> str:
-    """One sentence (without the share) for a product term."""
+#: a factor is "constant on the data" when replacing it by 1 changes its term's prior
+#: covariance on the data by less than this fraction of the noise variance anywhere: it
+#: then cannot change a prediction, so the words do not call it a change of shape (its
+#: parameters stay in report.md's table). A correlation threshold alone would not do:
+#: a PER with a long lengthscale is "constant + small sinusoid", and a large term
+#: variance makes that sinusoid the seasonal signal (mauna's yearly cycle is fitted so).
+FLAT_TOLERANCE = 0.01
+
+#: at most this many evenly spaced inputs are used for the flatness check
+_FLAT_POINTS = 200
+
+
+def flat_factors(fit: FitResult, dataset: Dataset) -> list[set[int]]:
+    """Per additive term, the indices of its factors that are constant on the data.
+
+    For term ``t`` with variance ``v_t`` and factor correlation matrices ``K_f`` on the
+    inputs, factor ``f`` is flat when
+
+        max_ij | v_t * prod_{g != f} K_g[i, j] * (K_f[i, j] - 1) | < FLAT_TOLERANCE * noise,
+
+    i.e. the term's prior covariance hardly changes if the factor is dropped (an SE with
+    lengthscale 3e8 years on 40 years of data, an RQ with alpha 1e-5). LIN factors are
+    never flat (they carry the term's scale). Inputs: an evenly spaced subsample of at
+    most 200 points.
+    """
+    import torch
+
+    from prolas.gp import DTYPE, _term_factors, natural_covar_module
+
+    idx = np.unique(np.linspace(0, dataset.n - 1, min(dataset.n, _FLAT_POINTS)).round().astype(int))
+    x = torch.tensor(dataset.x[idx], dtype=DTYPE).reshape(-1, 1)
+    tol = FLAT_TOLERANCE * float(fit.noise_variance or 0.0)
+    module = natural_covar_module(fit)
+    out: list[set[int]] = []
+    with torch.no_grad():
+        for scale, term in zip(module.kernels, fit.terms):
+            mats = [f.forward(x, x) for f in _term_factors(scale)]
+            flat = set()
+            for i, factor in enumerate(term.factors):
+                if factor.kernel == "LIN":
+                    continue
+                rest = torch.ones_like(mats[i])
+                for j, m in enumerate(mats):
+                    if j != i:
+                        rest = rest * m
+                change = term.variance * rest * (mats[i] - 1.0)
+                if float(change.abs().max()) < tol:
+                    flat.add(i)
+            out.append(flat)
+    return out
+
+
+def _describe_term(
+    term, mean_on_x: np.ndarray, dataset: Dataset, years: bool, flat_idx: set[int]
+) -> str:
+    """One sentence (without the share) for a product term.
+
+    Factors that are constant on the data (``flat_idx``, :func:`flat_factors`) are
+    named once at the end instead of being described as changes of shape; a PER factor
+    whose period exceeds the data's span shows no repetition in the data, so it is said
+    as the slow variation it is (its effective lengthscale for lags much shorter than
+    the period is ``p l / (2 pi)``, from ``sin u ~ u``).
+    """
+    span = float(dataset.x[-1] - dataset.x[0])
     by: dict[str, list] = {}
-    for f in term.factors:
+    flat: list[str] = []
+    for i, f in enumerate(term.factors):
+        if i in flat_idx:
+            flat.append(f.kernel)
+            continue
         by.setdefault(f.kernel, []).append(f.params)
     lins, pers, ses, rqs = (by.get(k, []) for k in ("LIN", "PER", "SE", "RQ"))
-    mods: list[str] = []
+    slow = [p for p in pers if p["period"] > span]
+    pers = [p for p in pers if p["period"] <= span]
+    mods: list[str] = [
+        f"varying slowly over ~{_length(p['period'] * p['lengthscale'] / (2 * math.pi), years)} "
+        f"(PER factor whose period, {_length(p['period'], years)}, is longer than the data)"
+        for p in slow
+    ]
 
     if pers:
         if len(pers) == 1:
@@ -425,14 +498,20 @@ def _describe_term(term, mean_on_x: np.ndarray, dataset: Dataset, years: bool) -
             mods.append(f"within an envelope over ~{_length(s['lengthscale'], years)} (SE factor)")
     elif ses:
         core = f"A smooth trend with lengthscale {_length(ses[0]['lengthscale'], years)}"
-    else:  # only LIN factors
+        for s in ses[1:]:
+            mods.append(f"within an envelope over ~{_length(s['lengthscale'], years)} (SE factor)")
+    elif slow:
+        core = "A smooth trend"
+    elif lins:
         slope = float(np.polyfit(dataset.x, mean_on_x, 1)[0]) if len(mean_on_x) > 1 else 0.0
         direction = "rising" if slope > 0 else "falling"
         if len(lins) == 1:
             core = f"A linear trend ({direction}, about {slope:.3g} y units per x unit)"
         else:
             core = f"A polynomial trend of degree {len(lins)}"
-        return core
+        lins = []
+    else:  # every factor is flat on the data
+        core = "A constant offset"
 
     if lins:
         offsets = ", ".join(f"{lp['offset']:.4g}" for lp in lins)
@@ -444,14 +523,21 @@ def _describe_term(term, mean_on_x: np.ndarray, dataset: Dataset, years: bool) -
                 f"whose amplitude grows as a polynomial of degree {len(lins)} "
                 f"(LIN factors, offsets {offsets})",
             )
-    return core + (", " + " and ".join(mods) if mods else "")
+    sentence = core + (", " + " and ".join(mods) if mods else "")
+    if flat:
+        sentence += (
+            f" ({', '.join(flat)} factor{'s' if len(flat) > 1 else ''} constant on the data)"
+        )
+    return sentence
 
 
 def describe_fit(fit: FitResult, dataset: Dataset) -> list[str]:
     """One plain-language sentence per additive term, then one on the noise.
 
     Lengths are in x's units, said as years (and months) when x looks like calendar
-    years. Each term sentence ends with its share of the variance of the fitted mean
+    years. Factors that are constant on the data (:func:`flat_factors`) are named, not
+    described as structure, and a PER whose period exceeds the data's span is said as
+    slow variation. Each term sentence ends with its share of the variance of the fitted mean
     (see the module docstring); the noise sentence gives its standard deviation in
     y's original units.
     """
@@ -460,8 +546,8 @@ def describe_fit(fit: FitResult, dataset: Dataset) -> list[str]:
     years = _in_years(dataset)
     shares, means = _term_shares(fit, dataset)
     out = []
-    for term, share, m in zip(fit.terms, shares, means):
-        sentence = _describe_term(term, m, dataset, years)
+    for term, share, m, flat in zip(fit.terms, shares, means, flat_factors(fit, dataset)):
+        sentence = _describe_term(term, m, dataset, years, flat)
         out.append(f"{sentence}; it explains {100 * share:.1f}% of the fitted mean's variance.")
     sd = math.sqrt(fit.noise_variance) * dataset.y_std
     out.append(

@@ -225,6 +225,85 @@ def test_describe_fit_says_years_for_calendar_x():
     assert "100.0%" in sentence and "noise" in noise
 
 
+def _fit_from_params(expression: str, terms: list[dict], n: int, noise: float = 0.01):
+    """A FitResult with given natural-unit hyperparameters (terms in canonical order)."""
+    from prolas.gp import FitResult
+
+    best = {
+        "expression": expression,
+        "log_likelihood": 0.0,
+        "n_params": parse(expression).n_params,
+        "bic": 0.0,
+        "terms": terms,
+        "noise_variance": noise,
+    }
+    return FitResult.from_json(best, n=n)
+
+
+def _per_se(per_ls: float, se_ls: float, variance: float = 1.0) -> list[dict]:
+    per = {"kernel": "PER", "lengthscale": per_ls, "period": 1.0}
+    return [{"variance": variance, "factors": [per, {"kernel": "SE", "lengthscale": se_ls}]}]
+
+
+def test_flat_factors_agree_with_a_numpy_evaluation_of_the_rule():
+    x = 1960 + np.arange(120) / 3  # 40 years, 120 points (all used: fewer than 200)
+    ds = Dataset.from_arrays(x, np.sin(2 * np.pi * x))
+    d = x[:, None] - x[None, :]
+    noise = 0.01
+    for per_ls, se_ls, variance in [
+        (1.2, 3.2e8, 1.0),
+        (1.2, 15.0, 1.0),
+        (1.2, 4e3, 2.0),
+        (1.2, 1e5, 2.0),
+        (30.0, 15.0, 1.0),
+    ]:
+        fit = _fit_from_params("PER*SE", _per_se(per_ls, se_ls, variance), ds.n, noise)
+        k_per = np.exp(-2 * np.sin(np.pi * np.abs(d) / 1.0) ** 2 / per_ls**2)
+        k_se = np.exp(-(d**2) / (2 * se_ls**2))
+        expect = set()
+        if np.abs(variance * k_se * (k_per - 1)).max() < report.FLAT_TOLERANCE * noise:
+            expect.add(0)
+        if np.abs(variance * k_per * (k_se - 1)).max() < report.FLAT_TOLERANCE * noise:
+            expect.add(1)
+        assert report.flat_factors(fit, ds) == [expect], (per_ls, se_ls, variance)
+    # the last case: a PER with lengthscale 30 still varies by 0.2 % of a unit variance
+    assert report.flat_factors(fit, ds) == [set()]
+    assert report.flat_factors(_fit_from_params("PER*SE", _per_se(1.2, 3.2e8), ds.n), ds) == [{1}]
+    # a long-lengthscale PER with a large variance is "constant + sinusoid", not flat
+    big = [{"variance": 1e3, "factors": [{"kernel": "PER", "lengthscale": 20.0, "period": 1.0}]}]
+    assert report.flat_factors(_fit_from_params("PER", big, ds.n), ds) == [set()]
+
+
+def test_describe_fit_does_not_read_flat_factors_as_structure():
+    """Hyperparameters far outside the data's scale (as mauna's fits produce: an SE
+    lengthscale of 3e8 years, a 568-year period) are said as what they do on the data."""
+    x = 1960 + np.arange(120) / 3  # 40 years
+    ds = Dataset.from_arrays(x, np.sin(2 * np.pi * x) + 0.02 * (x - 1960))
+    slow_per = {"kernel": "PER", "lengthscale": 0.85, "period": 567.76}
+    fit = _fit_from_params(
+        "PER*RQ + PER*SE",
+        [
+            {
+                "variance": 2.0,
+                "factors": [slow_per, {"kernel": "RQ", "lengthscale": 67.7, "alpha": 4.5e-6}],
+            },
+            _per_se(1.2, 3.2e8)[0],
+        ],
+        n=ds.n,
+    )
+    slow, yearly, noise = report.describe_fit(fit, ds)
+    assert "periodic component with period 1.00 year" in yearly
+    assert "changes smoothly" not in yearly and "(SE factor constant on the data)" in yearly
+    assert slow.startswith("A smooth trend") and "periodic" not in slow
+    assert "567.76 years, is longer than the data" in slow
+    assert f"~{567.76 * 0.85 / (2 * math.pi):.2f} years" in slow
+    assert "(RQ factor constant on the data)" in slow and "noise" in noise
+    # a factor that does vary on the data is still described as before
+    (sentence, _) = report.describe_fit(_fit_from_params("PER*SE", _per_se(1.2, 15.0), ds.n), ds)
+    assert "shape changes smoothly over ~15.00 years (SE factor)" in sentence
+    assert "constant on the data" not in sentence
+
+
 # --- files ---------------------------------------------------------------------------------
 
 
