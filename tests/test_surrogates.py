@@ -388,5 +388,5 @@ def test_ot_cross_only_prediction_matches_joint_on_training_expressions() -> Non
     assert torch.allclose(fit.predict(xt, joint=False)[0], fit.predict(xt)[0], atol=1e-8)
     mu, var = fit.predict(sur.encode_expressions(test), joint=False)
     kern = fit.model.covar_module
-    prior = float(kern.forward(xt, xt).diagonal().max()) * fit.y_std**2
+    prior = float(kern.forward(xt, xt).diagonal().max().detach()) * fit.y_std**2
     assert torch.isfinite(mu).all() and (var > 0).all() and (var <= prior * (1 + 1e-9)).all()
