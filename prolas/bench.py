@@ -1093,6 +1093,8 @@ def extrapolation_markdown(table: pd.DataFrame, std: pd.DataFrame, config: Bench
     lines += [
         "## Expressions found",
         "",
+        "Every seed's best expression, with its test RMSE where a method ran several seeds.",
+        "",
         "| data | " + " | ".join(m for m in methods if m not in BASELINES) + " |",
         "|" + "---|" * (1 + len([m for m in methods if m not in BASELINES])),
     ]
@@ -1102,7 +1104,15 @@ def extrapolation_markdown(table: pd.DataFrame, std: pd.DataFrame, config: Bench
             if m in BASELINES:
                 continue
             sub = table[(table.dataset == d) & (table.method == m)].sort_values("seed")
-            cells.append(f"`{sub.iloc[0]['expression']}`" if len(sub) else "-")
+            if len(sub) == 1:
+                cells.append(f"`{sub.iloc[0]['expression']}`")
+            else:
+                cells.append(
+                    "<br>".join(
+                        f"{int(r.seed)}: `{r.expression}` ({r.rmse:.4g})" for r in sub.itertuples()
+                    )
+                    or "-"
+                )
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
     lines += [
         "",

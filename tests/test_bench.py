@@ -250,6 +250,24 @@ def test_extrapolation_table_on_one_small_series(tmp_path: Path) -> None:
         assert (out / name).stat().st_size > 5000
 
 
+def test_extrapolation_markdown_lists_every_seeds_expression() -> None:
+    """The RMSE table averages over seeds, so the expressions table must not show seed 0
+    alone as if it were the method's model."""
+    table = pd.read_csv(ROOT / "benchmarks" / "extrapolation" / "extrapolation.csv")
+    table = table[table["dataset"] == "airline"]
+    config = BenchConfig(datasets=("airline",), methods=parse_methods("cks,prolas"), seeds=3)
+    md = bench.extrapolation_markdown(table, bench.standardised_rmse(table), config)
+    row = next(
+        line for line in md.split("## Expressions found")[1].splitlines() if "airline" in line
+    )
+    prolas = table[table["method"] == "prolas"].sort_values("seed")
+    assert len(prolas) == 3
+    for r in prolas.itertuples():
+        assert f"{r.seed}: `{r.expression}` ({r.rmse:.4g})" in row
+    cks = table[table["method"] == "cks"].iloc[0]
+    assert f"| `{cks.expression}` |" in row  # one seed: the expression alone
+
+
 def test_fit_with_test_file_reports_held_out_rmse(tmp_path: Path, capsys) -> None:
     from prolas.gp import FitResult, predict
     from prolas.report import validate_result_json
