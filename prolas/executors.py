@@ -162,27 +162,42 @@ class ProcessPool(Executor):
             try:
                 return self._pool.submit(fn, *args, **kwargs)
             except BrokenExecutor:
-                self._pool.shutdown(wait=False, cancel_futures=True)
+                _kill_workers(self._pool)
                 self._pool = self._new_pool()
                 self.replaced += 1
                 return self._pool.submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
-            self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+            if getattr(self._pool, "_broken", False):  # see _kill_workers
+                _kill_workers(self._pool)
+            else:
+                self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
     def terminate(self) -> None:
         """Stop now: cancel queued fits and kill the workers (used on Ctrl-C)."""
         with self._lock:
-            # ProcessPoolExecutor has no public terminate before Python 3.14
-            procs = list((getattr(self._pool, "_processes", None) or {}).values())
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            for p in procs:
-                with contextlib.suppress(Exception):
-                    p.terminate()
-            for p in procs:
-                with contextlib.suppress(Exception):
-                    p.join(timeout=5)
+            _kill_workers(self._pool)
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """Shut ``pool`` down without waiting and kill its worker processes.
+
+    Used on Ctrl-C and on a broken pool. For the broken pool it is not optional: a
+    ``submit`` that raced the pool's breaking can spawn a worker after the pool's
+    manager thread terminated the others (CPython 3.11), and that thread then joins
+    the idle newcomer forever, so the interpreter hangs at exit (seen once in the
+    test suite: ``terminate_broken -> join_executor_internals -> Process.join``).
+    """
+    # ProcessPoolExecutor has no public terminate before Python 3.14
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.terminate()
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.join(timeout=5)
 
 
 def _import_distributed():

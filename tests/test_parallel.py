@@ -125,6 +125,56 @@ def test_worker_killed_mid_fit_is_retried_and_the_batch_completes(tmp_path, pool
     assert scorer.attempts("PER") == 2 and pool.replaced == replaced + 1
 
 
+def _exit_worker() -> None:
+    os._exit(3)
+
+
+@pytest.mark.parametrize("how", ["shutdown", "replace"])
+def test_a_worker_the_broken_pool_did_not_stop_cannot_hang_us(monkeypatch, how) -> None:
+    """Seen once in CI: a pool broke, one idle worker was left in its process table
+    (a submit had raced the breaking), and CPython 3.11's manager thread joined it
+    forever, so pytest hung at exit. The state is recreated exactly: the manager's
+    final join meets a live process it did not stop. ProcessPool must kill it when it
+    replaces (next submit) or shuts down the broken pool."""
+    import multiprocessing
+    import threading
+    from concurrent.futures import process
+
+    stuck: list = []
+    added = threading.Event()
+    original = process._ExecutorManagerThread.join_executor_internals
+
+    def join_with_a_straggler(self) -> None:
+        if stuck:  # only the broken pool (the first to get here); a replacement is normal
+            return original(self)
+        proc = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(3600,))
+        proc.start()
+        self.processes[-1] = proc  # as if spawned after the manager terminated the others
+        stuck.append(proc)
+        added.set()
+        original(self)
+
+    monkeypatch.setattr(
+        process._ExecutorManagerThread, "join_executor_internals", join_with_a_straggler
+    )
+    pool = ProcessPool(1, threads=1)
+    try:
+        with pytest.raises(process.BrokenProcessPool):
+            pool.submit(_exit_worker).result(timeout=60)
+        assert added.wait(timeout=60) and stuck[0].is_alive()
+        if how == "replace":
+            assert pool.submit(os.getpid).result(timeout=60) > 0 and pool.replaced == 1
+        done = threading.Thread(target=pool.shutdown, daemon=True)
+        done.start()
+        done.join(timeout=30)
+        assert not done.is_alive(), "shutdown hung on the broken pool's straggler"
+        stuck[0].join(timeout=10)
+        assert not stuck[0].is_alive()
+    finally:
+        for proc in stuck:
+            proc.kill()
+
+
 def test_worker_that_always_dies_is_recorded_failed_and_search_goes_on(tmp_path, pool) -> None:
     scorer = FaultyScorer(tmp_path, die={"PER"})
     ev = Evaluator(scorer, budget=30, executor=pool, retries=1)
