@@ -1104,15 +1104,11 @@ def extrapolation_markdown(table: pd.DataFrame, std: pd.DataFrame, config: Bench
             if m in BASELINES:
                 continue
             sub = table[(table.dataset == d) & (table.method == m)].sort_values("seed")
-            if len(sub) == 1:
-                cells.append(f"`{sub.iloc[0]['expression']}`")
+            if len(sub) <= 1:
+                cells.append(f"`{sub.iloc[0]['expression']}`" if len(sub) else "-")
             else:
-                cells.append(
-                    "<br>".join(
-                        f"{int(r.seed)}: `{r.expression}` ({r.rmse:.4g})" for r in sub.itertuples()
-                    )
-                    or "-"
-                )
+                rows = (f"{int(r.seed)}: `{r.expression}` ({r.rmse:.4g})" for r in sub.itertuples())
+                cells.append("<br>".join(rows))
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
     lines += [
         "",

@@ -183,11 +183,11 @@ class ProcessPool(Executor):
 def _kill_workers(pool: ProcessPoolExecutor) -> None:
     """Shut ``pool`` down without waiting and kill its worker processes.
 
-    Used on Ctrl-C and on a broken pool. For the broken pool it is not optional: a
-    ``submit`` that raced the pool's breaking can spawn a worker after the pool's
-    manager thread terminated the others (CPython 3.11), and that thread then joins
-    the idle newcomer forever, so the interpreter hangs at exit (seen once in the
-    test suite: ``terminate_broken -> join_executor_internals -> Process.join``).
+    Used on Ctrl-C and on a broken pool. For the broken pool it is not optional: once
+    in the test suite an idle worker survived the pool's breaking (most likely spawned
+    by a ``submit`` racing it), and CPython 3.11's manager thread joined it forever
+    (``terminate_broken -> join_executor_internals -> Process.join``), so the
+    interpreter hung at exit. Killing what the pool still lists ends that join.
     """
     # ProcessPoolExecutor has no public terminate before Python 3.14
     procs = list((getattr(pool, "_processes", None) or {}).values())

@@ -509,7 +509,7 @@ def _describe_term(
             core = f"A linear trend ({direction}, about {slope:.3g} y units per x unit)"
         else:
             core = f"A polynomial trend of degree {len(lins)}"
-        lins = []
+        lins = []  # the LIN factors are the core here, not an amplitude modifier
     else:  # every factor is flat on the data
         core = "A constant offset"
 
