@@ -88,6 +88,15 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         "the paper's Algorithm 2)",
     )
     g.add_argument(
+        "--warm-start",
+        type=int,
+        default=10,
+        metavar="K",
+        help="PROLAS: start with K expressions that ranked well on other benchmark series "
+        "(a meta-learned portfolio; a series never ranks itself), the rest of the 10-point "
+        "initial design Sobol points; 0 disables (default 10)",
+    )
+    g.add_argument(
         "--surrogate",
         choices=("arc", "hierarchical", "conditional", "laplace", "ot"),
         default="hierarchical",
@@ -433,6 +442,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         batch=args.batch,
         surrogate=args.surrogate,
         latent_surrogate=args.latent_surrogate,
+        warm_start=args.warm_start,
         acq_opt=args.acq_opt,
     )
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))

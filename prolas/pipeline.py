@@ -49,6 +49,9 @@ class SearchConfig:
         latent_surrogate: what PROLAS models BIC with: ``ot`` (a GP with the OT kernel on
             the decoded expressions, default) or ``latent`` (a GP on the latent point,
             Algorithm 2 as published); see :class:`prolas.search.latent.LatentBOConfig`.
+        warm_start: PROLAS: how many of the initial design's 10 points are the
+            meta-learned portfolio of expressions that ranked well on other benchmark
+            series (:mod:`prolas.search.portfolio`); 0 for a Sobol design only.
     """
 
     method: str = "prolas"
@@ -63,6 +66,7 @@ class SearchConfig:
     surrogate: str = "hierarchical"
     acq_opt: str = "ea"
     latent_surrogate: str = "ot"
+    warm_start: int = 10
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -75,10 +79,13 @@ class SearchConfig:
             raise ProlasError("--batch must be at least 1")
         if self.depth < 1:
             raise ProlasError("--depth must be at least 1")
-        from prolas.search.latent import SURROGATES
+        from prolas.search.latent import SURROGATES, LatentBOConfig
 
         if self.latent_surrogate not in SURROGATES:
             raise ProlasError(f"--latent-surrogate must be one of {', '.join(SURROGATES)}")
+        n_init = LatentBOConfig.n_init
+        if not 0 <= self.warm_start <= n_init:
+            raise ProlasError(f"--warm-start must be between 0 and {n_init}")
 
     @property
     def fit_config(self) -> FitConfig:
@@ -163,7 +170,7 @@ def _run_random(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> S
 def _run_prolas(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> SearchResult:
     from prolas.search.latent import LatentBOConfig, search_prolas
 
-    options = LatentBOConfig(surrogate=config.latent_surrogate)
+    options = LatentBOConfig(surrogate=config.latent_surrogate, warm_start=config.warm_start)
     return search_prolas(ev, dataset, config, log=log, options=options)
 
 

@@ -26,9 +26,11 @@ from prolas.search.random_search import search_random
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 
-# small acquisition optimiser: the laws do not depend on it and tests stay fast
+# The synthetic objective is not a data set, so the warm-start portfolio (ranked on real
+# series' BIC, tests/test_portfolio.py) is off here: these tests are about the BO loop.
+# Small acquisition optimiser: the laws do not depend on it and tests stay fast.
 FAST = LatentBOConfig(
-    surrogate="latent", num_restarts=2, raw_samples=32, pool_sobol=256, pool_local=256
+    warm_start=0, surrogate="latent", num_restarts=2, raw_samples=32, pool_sobol=256, pool_local=256
 )
 
 
@@ -74,6 +76,7 @@ def test_prolas_finds_the_optimum_faster_than_random_search(trained) -> None:
     # random search needs ~100 distinct draws on average to hit this target
     target, budget, seeds = "LIN + PER + SE", 20, range(4)
     opts = LatentBOConfig(
+        warm_start=0,
         surrogate="latent",
         pool_edits=False,
         n_init=5,
@@ -98,7 +101,9 @@ def test_prolas_finds_the_optimum_faster_than_random_search(trained) -> None:
 def test_ot_surrogate_finds_the_optimum_faster_than_random_search(trained) -> None:
     # same objective; the GP now models the decoded expressions with the OT kernel
     target, budget, seeds = "LIN + PER + SE", 20, range(4)
-    opts = LatentBOConfig(n_init=5, surrogate="ot", pool_sobol=256, pool_local=256, pool_edits=True)
+    opts = LatentBOConfig(
+        warm_start=0, n_init=5, surrogate="ot", pool_sobol=256, pool_local=256, pool_edits=True
+    )
     optimum = Similarity(target).score(parse(target))
     hits_bo, hits_rnd = [], []
     for s in seeds:
@@ -117,7 +122,7 @@ def test_ot_surrogate_finds_the_optimum_faster_than_random_search(trained) -> No
 
 def test_ot_surrogate_batches_survive_failures_and_are_deterministic(trained) -> None:
     fail = frozenset({"SE", "LIN", "PER", "LIN + SE", "PER + SE"})
-    opts = LatentBOConfig(n_init=4, surrogate="ot", pool_sobol=128, pool_local=128)
+    opts = LatentBOConfig(warm_start=0, n_init=4, surrogate="ot", pool_sobol=128, pool_local=128)
 
     def run(seed: int) -> list[str]:
         scorer = Similarity("LIN*PER + SE", fail=fail)
@@ -163,7 +168,13 @@ def test_all_failures_still_spend_the_budget(trained) -> None:
 
 def test_same_seed_same_history_different_seed_differs(trained) -> None:
     opts = LatentBOConfig(
-        surrogate="latent", n_init=3, num_restarts=2, raw_samples=32, pool_sobol=128, pool_local=128
+        warm_start=0,
+        surrogate="latent",
+        n_init=3,
+        num_restarts=2,
+        raw_samples=32,
+        pool_sobol=128,
+        pool_local=128,
     )
 
     def run(seed: int) -> list[str]:
@@ -183,7 +194,9 @@ def test_same_seed_same_history_different_seed_differs(trained) -> None:
 def test_batch_proposals_and_initial_designs(trained, init) -> None:
     scorer = Similarity("LIN + PER")
     ev = Evaluator(scorer, budget=12)
-    opts = LatentBOConfig(num_restarts=4, raw_samples=64, mc_samples=32, n_init=4, init=init)
+    opts = LatentBOConfig(
+        warm_start=0, num_restarts=4, raw_samples=64, mc_samples=32, n_init=4, init=init
+    )
     res = search_prolas(
         ev, None, SearchConfig(budget=12, seed=0, batch=3), trained=trained, options=opts
     )
@@ -207,7 +220,7 @@ from prolas.pipeline import SearchConfig
 from prolas.search.evaluator import Evaluator, TableScorer
 from prolas.search.latent import LatentBOConfig, search_prolas
 ev = Evaluator(TableScorer({"PER": 1.0}, default=0.0), 6)
-opts = LatentBOConfig(surrogate="latent", n_init=3, num_restarts=2, raw_samples=16)
+opts = LatentBOConfig(warm_start=0, surrogate="latent", n_init=3, num_restarts=2, raw_samples=16)
 search_prolas(ev, None, SearchConfig(budget=6), options=opts)
 assert "botorch" in sys.modules
 after = fit_gp("LIN + PER*SE", ds, restarts=2).log_likelihood
@@ -235,6 +248,9 @@ def test_fit_cli_defaults_to_prolas_with_the_shipped_checkpoint(
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "loaded checkpoint default" in err
+    # the budget is spent on the portfolio, ranked without airline's own scores
+    assert "warm start: 8 portfolio expressions ranked on 8 library series" in err
+    assert "(left out: airline)" in err
     assert f"PROLAS ({surrogate or 'ot'} surrogate): 8 evaluations" in err
     doc = json.loads((out / "result.json").read_text())
     validate_result_json(doc)
@@ -273,7 +289,12 @@ def test_prior_weight_steers_ot_proposals_to_probable_expressions(trained) -> No
     def proposals(weight: float) -> list[str]:
         ev = Evaluator(Similarity("LIN*PER*RQ + PER*SE*SE + LIN*RQ"), 14)
         opts = LatentBOConfig(
-            n_init=4, pool_sobol=256, pool_local=256, prior_weight=weight, pool_edits=True
+            warm_start=0,
+            n_init=4,
+            pool_sobol=256,
+            pool_local=256,
+            prior_weight=weight,
+            pool_edits=True,
         )
         res = search_prolas(
             ev, None, SearchConfig(budget=14, seed=2), trained=trained, options=opts
@@ -292,7 +313,9 @@ def test_grammar_pool_alone_spends_the_budget_on_decoded_expressions(trained) ->
     # only latent codes of grammar draws as candidates: still one new expression per step
     scorer = Similarity("LIN + PER")
     ev = Evaluator(scorer, 10)
-    opts = LatentBOConfig(n_init=3, pool_sobol=0, pool_local=0, pool_edits=False, pool_grammar=64)
+    opts = LatentBOConfig(
+        warm_start=0, n_init=3, pool_sobol=0, pool_local=0, pool_edits=False, pool_grammar=64
+    )
     res = search_prolas(ev, None, SearchConfig(budget=10, seed=0), trained=trained, options=opts)
     assert res.evaluations == 10 == len(set(scorer.calls))
     assert res.extra["diversifications"] == 0 and res.extra["n_points"] >= 10
@@ -318,7 +341,9 @@ def test_exact_penalty_recovers_ln_n_and_prefers_cheaper_expressions(trained) ->
     # itself has to learn that from the data.
     def run(penalty: str):
         ev = Evaluator(PenalisedFlat("LIN*PER*RQ + SE"), 14)
-        opts = LatentBOConfig(n_init=4, pool_sobol=256, pool_local=256, penalty=penalty)
+        opts = LatentBOConfig(
+            warm_start=0, n_init=4, pool_sobol=256, pool_local=256, penalty=penalty
+        )
         res = search_prolas(
             ev, None, SearchConfig(budget=14, seed=1), trained=trained, options=opts
         )

@@ -156,6 +156,12 @@ class LatentBOConfig:
             differ by their exact penalties). Measured (benchmarks/compare/README.md):
             ``exact`` ended higher on 5 of 9 series (airline, call-centre, temperature,
             wages, gas-production), level on 2, lower on solar and internet.
+        warm_start: the first ``min(warm_start, n_init)`` points of the initial design are a
+            meta-learned portfolio: expressions that ranked well on the other series of
+            a benchmark library (:mod:`prolas.search.portfolio`; a dataset named like a
+            library series is left out of the ranking), placed at the latent codes of
+            their token sequences. The rest of the initial design is as ``init`` says.
+        portfolio: path of the library (None: the shipped ``portfolio_bic.json``).
     """
 
     n_init: int = 10
@@ -187,6 +193,8 @@ class LatentBOConfig:
     box_quantile: float = 0.001
     box_expand: float = 0.1
     surrogate: str = "ot"
+    warm_start: int = 10
+    portfolio: str | None = None
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -214,6 +222,8 @@ class LatentBOConfig:
             raise ProlasError(f"unknown warp {self.warp!r}; choose none or clip")
         if self.n_init < 1 or self.num_restarts < 1 or self.raw_samples < 1:
             raise ProlasError("n_init, num_restarts and raw_samples must be at least 1")
+        if self.warm_start < 0:
+            raise ProlasError("warm_start must be at least 0")
 
 
 def quick_vae_config(latent_dim: int = 8):
@@ -373,8 +383,10 @@ class _LatentSearch:
         seed: int,
         batch: int,
         log: Callable[[str], None],
+        dataset_name: str | None = None,
     ) -> None:
         self.ev = evaluator
+        self.dataset_name = dataset_name
         self.vae = trained
         self.opt = options
         self.seed = seed
@@ -386,6 +398,8 @@ class _LatentSearch:
         self.d = trained.latent_dim
         self.U: list[torch.Tensor] = []  # unit-cube points, each (d,)
         self.E: list[str] = []  # canonical expression of each point
+        # token sequences of points placed by encoding (warm start), for grammar edits
+        self.sequence_of: dict[str, tuple[str, ...]] = {}
         self._hypers: dict | None = None  # surrogate hyperparameters of the last step
         self._structural = None  # surrogate="ot": StructuralSurrogate (distance cache)
         self._structural_hypers: dict | None = None
@@ -462,8 +476,51 @@ class _LatentSearch:
         return b.bic if b is not None else -math.inf
 
     # --- initial design --------------------------------------------------------------
+    def warm_start_points(self, k: int) -> list[tuple[torch.Tensor, Expression]]:
+        """Up to ``k`` new portfolio expressions (:mod:`prolas.search.portfolio`) valid in
+        the VAE's grammar, each at the latent code of its token sequence."""
+        from prolas.encoding import sequence_to_expression
+        from prolas.errors import GrammarError
+        from prolas.search.portfolio import BenchmarkScores, excluded_series
+
+        library = BenchmarkScores.load(self.opt.portfolio)
+        left_out = excluded_series(self.dataset_name, library.series)
+        grammar = self.vae.grammar
+        seqs = []
+        for i in library.select(len(library.expressions), left_out):
+            seq = library.sequences[i]
+            try:
+                grammar.validate_sequence(seq)
+            except GrammarError:
+                continue  # not in this grammar's search space
+            e = sequence_to_expression(seq)
+            if math.isfinite(grammar.log_prob(seq)) and not self.ev.seen(e):
+                seqs.append(seq)
+            if len(seqs) == k:
+                break
+        if not seqs:
+            return []
+        self.log(
+            f"warm start: {len(seqs)} portfolio expressions ranked on "
+            f"{len(library.series) - len(left_out)} library series"
+            + (f" (left out: {', '.join(left_out)})" if left_out else "")
+        )
+        U = self.to_unit(self.vae.encode_sequences(seqs))
+        points = []
+        for u, seq in zip(U, seqs):
+            e = sequence_to_expression(seq)
+            self.sequence_of[str(e)] = seq
+            points.append((u, e))
+        return points
+
     def initial_design(self) -> None:
         n = min(self.opt.n_init, self.ev.remaining)
+        if self.opt.warm_start:
+            warm = self.warm_start_points(min(self.opt.warm_start, n))
+            self.evaluate(warm)
+            n -= len(warm)
+            if n <= 0:
+                return
         if self.opt.init == "sobol":
             sobol = torch.quasirandom.SobolEngine(self.d, scramble=True, seed=self.seed)
             pts: list[tuple[torch.Tensor, Expression]] = []
@@ -600,6 +657,8 @@ class _LatentSearch:
                 seqs = self.vae.decode_sequences(
                     self.to_latent(torch.stack([self.U[i] for i in top]))
                 )
+                # a point placed by encoding edits its own sequence, not its decode
+                seqs = [self.sequence_of.get(self.E[i], q) for i, q in zip(top, seqs)]
                 edits = sorted({n for q in seqs for n in sequence_edits(q, self.vae.grammar)})
                 if edits:
                     parts.append(self.to_unit(self.vae.encode_sequences(edits)))
@@ -850,7 +909,15 @@ def search_prolas(
         trained = resolve_vae(dataset, config, log)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        state = _LatentSearch(evaluator, trained, options, config.seed, config.batch, log)
+        state = _LatentSearch(
+            evaluator,
+            trained,
+            options,
+            config.seed,
+            config.batch,
+            log,
+            dataset_name=dataset.name if dataset is not None else None,
+        )
         try:
             state.run()
         except BudgetExhausted:

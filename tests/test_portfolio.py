@@ -1,0 +1,135 @@
+"""Warm-start portfolio: rank percentiles, greedy coverage, leave-one-series-out, and
+the search's use of it."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from prolas.data import Dataset
+from prolas.encoding import sequence_to_expression
+from prolas.errors import ProlasError
+from prolas.expr import parse
+from prolas.grammar import Grammar
+from prolas.pipeline import SearchConfig
+from prolas.search.evaluator import Evaluator, Score
+from prolas.search.latent import LatentBOConfig, search_prolas
+from prolas.search.portfolio import BenchmarkScores, _rank_percentiles, excluded_series
+
+
+def _library(bic: list[list[float]], series=("a", "b", "c")) -> BenchmarkScores:
+    names = ("SE", "LIN", "PER", "RQ", "SE*SE", "LIN*LIN")[: len(bic)]
+    seqs = tuple((*" * ".join(n.split("*")).split(), "stop") for n in names)
+    return BenchmarkScores(tuple(series), names, seqs, np.array(bic, dtype=float))
+
+
+def test_rank_percentiles_are_scale_free_and_average_ties() -> None:
+    B = np.array([[1.0, -500.0], [3.0, 7.0], [2.0, 7.0], [0.0, 9.0]])
+    S = _rank_percentiles(B)
+    assert S.min() >= 0 and S.max() <= 1
+    np.testing.assert_allclose(S[:, 0], [1 / 3, 1, 2 / 3, 0])
+    np.testing.assert_allclose(S[:, 1], [0, 0.5, 0.5, 1])  # the tied 7s share ranks 1, 2
+    # a monotone transform of one series changes nothing
+    B2 = B.copy()
+    B2[:, 0] = np.exp(B2[:, 0]) * 1000
+    np.testing.assert_allclose(_rank_percentiles(B2), S)
+
+
+def test_greedy_portfolio_follows_its_rule() -> None:
+    rng = np.random.default_rng(0)
+    lib = _library(rng.normal(size=(6, 3)).tolist())
+    picks = lib.select(4)
+    S = _rank_percentiles(lib.bic)
+    # independent re-computation: each pick maximises mean_d max over the portfolio
+    chosen: list[int] = []
+    for pick in picks:
+        gains = {i: np.mean(np.max(S[chosen + [i]], axis=0)) for i in range(6) if i not in chosen}
+        best = max(gains.values())
+        assert math.isclose(gains[pick], best)
+        chosen.append(pick)
+    assert len(set(picks)) == 4
+
+
+def test_second_pick_covers_the_series_the_first_serves_badly() -> None:
+    # SE is the best all-rounder; LIN is best on c, where SE is worst
+    lib = _library(
+        [
+            [9.0, 9.0, 0.0],  # SE
+            [0.0, 0.0, 9.0],  # LIN
+            [8.0, 8.0, 1.0],  # PER: second-best all-rounder, adds little to SE
+            [1.0, 1.0, 2.0],  # RQ
+        ]
+    )
+    assert lib.select(2) == [0, 1]
+
+
+def test_left_out_series_does_not_inform_the_ranking() -> None:
+    # on "a" alone SE would win; with "a" left out, LIN is the best on b and c
+    lib = _library([[100.0, 3.0, 3.0], [0.0, 5.0, 5.0], [1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
+    assert lib.select(1) == [0]
+    assert lib.select(1, exclude=("a",)) == [1]
+    # a candidate missing only on the left-out series stays eligible, else it does not
+    lib = _library([[math.nan, 9.0, 9.0], [0.0, 1.0, 1.0]])
+    assert lib.select(2) == [1]
+    assert lib.select(1, exclude=("a",)) == [0]
+
+
+def test_a_dataset_never_warm_starts_itself() -> None:
+    series = ("airline", "mauna", "call-centre")
+    assert excluded_series("airline", series) == ("airline",)
+    assert excluded_series("airline_train", series) == ("airline",)
+    assert excluded_series("mauna (thinned to 200 of 545)", series) == ("mauna",)
+    assert excluded_series("my_airline", series) == ()
+    assert excluded_series("call", series) == ()
+    assert excluded_series(None, series) == ()
+
+
+def test_shipped_library_sequences_produce_their_expressions() -> None:
+    lib = BenchmarkScores.load()
+    g = Grammar.default()
+    assert len(lib.series) == 9 and len(lib.expressions) > 100
+    assert lib.bic.shape == (len(lib.expressions), 9)
+    for expr, seq in zip(lib.expressions, lib.sequences):
+        g.validate_sequence(seq)
+        assert str(sequence_to_expression(seq)) == expr == str(parse(expr))
+    # every series leaves a full candidate set behind
+    for s in lib.series:
+        assert len(lib.select(10, exclude=(s,))) == 10
+
+
+def test_corrupt_library_is_a_clear_error(tmp_path) -> None:
+    bad = tmp_path / "lib.json"
+    bad.write_text(json.dumps({"series": ["a"], "expressions": [{"expression": "SE"}]}))
+    with pytest.raises(ProlasError, match="cannot read portfolio library"):
+        BenchmarkScores.load(bad)
+    with pytest.raises(ProlasError, match="warm_start must be"):
+        LatentBOConfig(warm_start=-1)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    from prolas.vae import load_checkpoint
+
+    return load_checkpoint("default")
+
+
+def _named(name: str) -> Dataset:
+    x = np.linspace(0.0, 1.0, 20)
+    return Dataset.from_arrays(x, np.sin(6 * x), name=name)
+
+
+@pytest.mark.parametrize("name", ["airline", "my-series"])
+def test_search_starts_with_the_left_out_portfolio(trained, name: str) -> None:
+    lib = BenchmarkScores.load()
+    expected = [lib.expressions[i] for i in lib.select(4, excluded_series(name, lib.series))]
+    ev = Evaluator(lambda e: Score(str(e), "ok", -e.n_params, -e.n_params, e.n_params, 0.0), 8)
+    options = LatentBOConfig(warm_start=4, n_init=6, pool_sobol=128, pool_local=128)
+    res = search_prolas(ev, _named(name), SearchConfig(budget=8), trained=trained, options=options)
+    first = [e.expression for e in res.history[:4]]
+    assert first == expected
+    assert res.evaluations == 8 and len({e.expression for e in res.history}) == 8
+    if name == "airline":  # leaving airline out changes the shipped portfolio
+        assert first != [lib.expressions[i] for i in lib.select(4)]
