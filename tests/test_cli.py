@@ -98,6 +98,7 @@ def test_fit_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
         ("x,y\n1,2\n2,nan\n3,4\n4,5\n5,6\n6,1\n", [], "NaN/inf"),
         ("x,y\n1,2\n2,3\n3,4\n", [], "at least 5"),
         ("x,y\n1,2\n2,2\n3,2\n4,2\n5,2\n6,2\n", [], "constant"),
+        ("x,y\n1,2\n2,3\n3,1\n4,5\n5,6\n", ["--warm-start", "11"], "--warm-start must be"),
     ],
 )
 def test_bad_input_one_line_error(tmp_path, capsys, content, extra, fragment) -> None:
