@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -75,17 +76,7 @@ def _first_hit(result, value: float, budget: int) -> int:
 def test_prolas_finds_the_optimum_faster_than_random_search(trained) -> None:
     # random search needs ~100 distinct draws on average to hit this target
     target, budget, seeds = "LIN + PER + SE", 20, range(4)
-    opts = LatentBOConfig(
-        warm_start=0,
-        surrogate="latent",
-        pool_edits=False,
-        n_init=5,
-        init="grammar",
-        num_restarts=2,
-        raw_samples=32,
-        pool_sobol=256,
-        pool_local=256,
-    )
+    opts = replace(FAST, pool_edits=False, n_init=5, init="grammar")
     optimum = Similarity(target).score(parse(target))
     hits_bo, hits_rnd = [], []
     for s in seeds:
@@ -167,15 +158,7 @@ def test_all_failures_still_spend_the_budget(trained) -> None:
 
 
 def test_same_seed_same_history_different_seed_differs(trained) -> None:
-    opts = LatentBOConfig(
-        warm_start=0,
-        surrogate="latent",
-        n_init=3,
-        num_restarts=2,
-        raw_samples=32,
-        pool_sobol=128,
-        pool_local=128,
-    )
+    opts = replace(FAST, n_init=3, pool_sobol=128, pool_local=128)
 
     def run(seed: int) -> list[str]:
         ev = Evaluator(Similarity("LIN*PER + SE"), 8)
