@@ -100,7 +100,10 @@ class BenchmarkScores:
         for _ in range(min(k, rows.size)):
             gain = np.maximum(cover[None, :], S).mean(axis=1)
             gain[chosen] = -np.inf
-            # ties (e.g. no further gain possible): the better all-rounder
+            # ties (e.g. no further gain possible): the better all-rounder, then the lower
+            # index. Gains are float means, so two candidates with equal coverage can differ
+            # in the last bit; a different summation order (e.g. a column-major S) flips
+            # such ties and changes the portfolio. The committed benchmarks used this code.
             best = max(range(len(gain)), key=lambda i: (gain[i], mean_score[i], -i))
             chosen.append(best)
             cover = np.maximum(cover, S[best])
