@@ -427,9 +427,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
             dataset.y_column,
             dropna=args.dropna,
         )
-    out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
-    if not args.resume:  # resuming continues a run in --out: its partial result.json is ours
-        _prepare_out_dir(out, args.force)
     config = SearchConfig(
         method=args.search,
         budget=args.budget,
@@ -445,6 +442,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
         warm_start=args.warm_start,
         acq_opt=args.acq_opt,
     )
+    # after every check of the arguments: a rejected command leaves no output directory
+    out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
+    if not args.resume:  # resuming continues a run in --out: its partial result.json is ours
+        _prepare_out_dir(out, args.force)
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     say(
         f"prolas: {dataset.n} points from {dataset.path} (x={dataset.x_column!r}, "

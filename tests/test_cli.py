@@ -121,6 +121,7 @@ def test_bad_input_one_line_error(tmp_path, capsys, content, extra, fragment) ->
     assert code != 0
     assert fragment in err and err.count("\n") == 1 and err.startswith("prolas: error:")
     assert "Traceback" not in err and stdout == ""
+    assert not (tmp_path / "o").exists()  # a rejected command creates no output directory
 
 
 def test_dropna_fits_after_dropping(tmp_path, capsys) -> None:
