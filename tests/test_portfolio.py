@@ -133,3 +133,25 @@ def test_search_starts_with_the_left_out_portfolio(trained, name: str) -> None:
     assert res.evaluations == 8 and len({e.expression for e in res.history}) == 8
     if name == "airline":  # leaving airline out changes the shipped portfolio
         assert first != [lib.expressions[i] for i in lib.select(4)]
+
+
+def test_warm_start_keeps_only_expressions_of_the_search_grammar(trained) -> None:
+    import copy
+
+    from prolas.search.latent import _LatentSearch
+
+    # the same VAE, but the search's grammar allows at most 3 operations
+    small = copy.copy(trained)
+    small.grammar = Grammar.from_file("small")
+    lib = BenchmarkScores.load()
+    ranked = [lib.sequences[i] for i in lib.select(10, ("airline",))]
+    n_ops = [sum(t in ("+", "*") for t in q) for q in ranked]
+    assert max(n_ops) > small.grammar.max_operations == 3  # the plain portfolio has longer ones
+    ev = Evaluator(lambda e: Score(str(e), "ok", 0.0, 0.0, e.n_params, 0.0), 10)
+    state = _LatentSearch(ev, small, LatentBOConfig(), 0, 1, lambda s: None, "airline")
+    points = state.warm_start_points(10)
+    assert len(points) == 10
+    for _, e in points:
+        seq = state.sequence_of[str(e)]
+        small.grammar.validate_sequence(seq)
+        assert str(sequence_to_expression(seq)) == str(e)
