@@ -155,3 +155,20 @@ def test_warm_start_keeps_only_expressions_of_the_search_grammar(trained) -> Non
         seq = state.sequence_of[str(e)]
         small.grammar.validate_sequence(seq)
         assert str(sequence_to_expression(seq)) == str(e)
+
+
+def test_portfolio_reproduces_the_committed_benchmarks_warm_start() -> None:
+    """The committed airline/mauna grids started from these portfolios: a change of the
+    ranking code (e.g. the memory layout of the percentiles, which decides float ties in
+    the coverage gain) must not silently change them."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    lib = BenchmarkScores.load()
+    for cell, name in [
+        (root / "bench" / "cells" / "airline__prolas__seed0.json", "airline"),
+        (root / "bench_series" / "cells" / "mauna__prolas__seed0.json", "mauna"),
+    ]:
+        history = json.loads(cell.read_text())["history"]
+        started = [h["expression"] for h in history[:10]]
+        assert started == [lib.expressions[i] for i in lib.select(10, (name,))]

@@ -102,8 +102,8 @@ class BenchmarkScores:
             gain[chosen] = -np.inf
             # ties (e.g. no further gain possible): the better all-rounder, then the lower
             # index. Gains are float means, so two candidates with equal coverage can differ
-            # in the last bit; a different summation order (e.g. a column-major S) flips
-            # such ties and changes the portfolio. The committed benchmarks used this code.
+            # in the last bit; a different summation order (a column-major S: rankdata's
+            # layout) flips such ties and changes the portfolio, hence the C-contiguous S.
             best = max(range(len(gain)), key=lambda i: (gain[i], mean_score[i], -i))
             chosen.append(best)
             cover = np.maximum(cover, S[best])
@@ -112,19 +112,10 @@ class BenchmarkScores:
 
 def _rank_percentiles(B: np.ndarray) -> np.ndarray:
     """Column-wise rank percentiles of ``n x m`` values in [0, 1] (ties share the mean
-    rank; 1 is the highest value)."""
+    rank; 1 is the highest value), as a C-contiguous array (see :meth:`select`)."""
+    from scipy.stats import rankdata
+
     n = B.shape[0]
     if n == 1:
         return np.ones_like(B)
-    out = np.empty_like(B)
-    for j in range(B.shape[1]):
-        col = B[:, j]
-        order = np.argsort(col, kind="stable")
-        ranks = np.empty(n)
-        ranks[order] = np.arange(n, dtype=float)
-        for v in np.unique(col):  # average the ranks of tied values
-            tied = col == v
-            if tied.sum() > 1:
-                ranks[tied] = ranks[tied].mean()
-        out[:, j] = ranks / (n - 1)
-    return out
+    return np.ascontiguousarray((rankdata(B, method="average", axis=0) - 1.0) / (n - 1))
