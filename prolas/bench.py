@@ -312,7 +312,7 @@ def thin(dataset: Dataset, max_points: int) -> Dataset:
     """
     if dataset.n <= max_points:
         return dataset
-    idx = np.unique(np.linspace(0, dataset.n - 1, max_points).round().astype(int))
+    idx = dataset.spaced_indices(max_points)
     x, y = dataset.x[idx].copy(), dataset.y[idx].copy()
     x.setflags(write=False)
     y.setflags(write=False)

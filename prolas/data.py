@@ -119,6 +119,13 @@ class Dataset:
         """Inverse of :meth:`standardise` for means (variances scale by ``y_std**2``)."""
         return np.asarray(y, dtype=np.float64) * self.y_std + self.y_mean
 
+    def spaced_indices(self, max_points: int) -> np.ndarray:
+        """At most ``max_points`` evenly spaced indices (by position in x order), first and
+        last included; every index when the data are short enough."""
+        if self.n <= max_points:
+            return np.arange(self.n)
+        return np.unique(np.linspace(0, self.n - 1, max_points).round().astype(int))
+
     def subset(self, mask: np.ndarray, name: str | None = None) -> Dataset:
         return Dataset.from_arrays(
             self.x[mask],

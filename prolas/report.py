@@ -415,8 +415,7 @@ def flat_factors(fit: FitResult, dataset: Dataset) -> list[set[int]]:
 
     from prolas.gp import DTYPE, _term_factors, natural_covar_module
 
-    idx = np.unique(np.linspace(0, dataset.n - 1, min(dataset.n, _FLAT_POINTS)).round().astype(int))
-    x = torch.tensor(dataset.x[idx], dtype=DTYPE).reshape(-1, 1)
+    x = torch.tensor(dataset.x[dataset.spaced_indices(_FLAT_POINTS)], dtype=DTYPE).reshape(-1, 1)
     tol = FLAT_TOLERANCE * float(fit.noise_variance or 0.0)
     module = natural_covar_module(fit)
     out: list[set[int]] = []

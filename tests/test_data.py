@@ -229,3 +229,13 @@ def test_clean_file_loads_without_warning():
         warnings.simplefilter("error")
         ds = load_csv(DATA / "mauna.csv")
     assert ds.n > 5 and np.all(np.diff(ds.x) > 0)
+
+
+@pytest.mark.parametrize(("n", "m"), [(5, 10), (10, 10), (545, 200), (144, 7), (1000, 2)])
+def test_spaced_indices_are_even_and_keep_both_ends(n: int, m: int) -> None:
+    x = np.arange(n, dtype=float)
+    idx = Dataset.from_arrays(x, np.sin(x)).spaced_indices(m)
+    assert len(idx) == min(n, m) and idx[0] == 0 and idx[-1] == n - 1
+    assert np.all(np.diff(idx) > 0)  # sorted, no repeats
+    gaps = np.diff(idx)
+    assert gaps.max() - gaps.min() <= 1  # as even as integer positions allow

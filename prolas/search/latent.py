@@ -486,7 +486,7 @@ class _LatentSearch:
         library = BenchmarkScores.load(self.opt.portfolio)
         left_out = excluded_series(self.dataset_name, library.series)
         grammar = self.vae.grammar
-        seqs = []
+        picked: list[tuple[tuple[str, ...], Expression]] = []
         for i in library.select(len(library.expressions), left_out):
             seq = library.sequences[i]
             try:
@@ -495,23 +495,19 @@ class _LatentSearch:
                 continue  # not in this grammar's search space
             e = sequence_to_expression(seq)
             if math.isfinite(grammar.log_prob(seq)) and not self.ev.seen(e):
-                seqs.append(seq)
-            if len(seqs) == k:
+                picked.append((seq, e))
+            if len(picked) == k:
                 break
-        if not seqs:
+        if not picked:
             return []
         self.log(
-            f"warm start: {len(seqs)} portfolio expressions ranked on "
+            f"warm start: {len(picked)} portfolio expressions ranked on "
             f"{len(library.series) - len(left_out)} library series"
             + (f" (left out: {', '.join(left_out)})" if left_out else "")
         )
-        U = self.to_unit(self.vae.encode_sequences(seqs))
-        points = []
-        for u, seq in zip(U, seqs):
-            e = sequence_to_expression(seq)
-            self.sequence_of[str(e)] = seq
-            points.append((u, e))
-        return points
+        U = self.to_unit(self.vae.encode_sequences([seq for seq, _ in picked]))
+        self.sequence_of.update((str(e), seq) for seq, e in picked)
+        return [(u, e) for u, (_, e) in zip(U, picked)]
 
     def initial_design(self) -> None:
         n = min(self.opt.n_init, self.ev.remaining)
