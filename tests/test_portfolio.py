@@ -172,3 +172,39 @@ def test_portfolio_reproduces_the_committed_benchmarks_warm_start() -> None:
         history = json.loads(cell.read_text())["history"]
         started = [h["expression"] for h in history[:10]]
         assert started == [lib.expressions[i] for i in lib.select(10, (name,))]
+
+
+def test_build_portfolio_keeps_expressions_fitted_on_all_series_but_one(tmp_path) -> None:
+    import runpy
+    import sys
+    from pathlib import Path
+
+    def row(expr: str, bic: float, ok: bool = True) -> str:
+        fit = {"status": "ok" if ok else "failed", "n": 50, "best": {"bic": bic}}
+        return json.dumps({"key": "k", "expression": expr, "fit": fit})
+
+    caches = {
+        "a": [row("SE", 1.0), row("LIN", 2.0), row("PER", 3.0), row("LIN*SE", 4.0)],
+        "b": [row("SE", 5.0), row("LIN", 6.0), row("LIN*SE", 1.0, ok=False)],
+        "c": [row("SE", 7.0), row("RQ", 8.0), row("SE", 9.0)],  # a refit: the best counts
+    }
+    paths = []
+    for name, rows in caches.items():
+        paths.append(tmp_path / f"{name}.jsonl")
+        paths[-1].write_text("\n".join(rows) + "\n")
+    out = tmp_path / "lib.json"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "build_portfolio.py"
+    argv = sys.argv
+    sys.argv = [str(script), *map(str, paths), "--out", str(out)]
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = argv
+    lib = BenchmarkScores.load(out)
+    assert lib.series == ("a", "b", "c")
+    # SE on all three, LIN on two; PER, RQ and LIN*SE (its fit on b failed) on one
+    assert lib.expressions == ("LIN", "SE")
+    np.testing.assert_array_equal(lib.bic[1], [1.0, 5.0, 9.0])
+    assert np.isnan(lib.bic[0, 2]) and lib.sequences[0] == ("LIN", "stop")
+    assert lib.select(2, ("c",)) == [0, 1]  # LIN beats SE on a and b
+    assert lib.select(2) == [1]  # LIN has no score on c
