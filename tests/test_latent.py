@@ -351,3 +351,41 @@ def test_half_log_n_is_read_off_the_evaluations(trained) -> None:
     ev.evaluate_many([e])
     state.add(torch.zeros(trained.latent_dim), e)
     assert state._half_log_n() == pytest.approx(PenalisedFlat.LOG_N / 2)
+
+
+def test_size_trend_is_a_least_squares_line_with_a_non_negative_slope() -> None:
+    from prolas.search.latent import size_trend
+
+    k = [2, 4, 6, 9]
+    a, b = size_trend(k, [1.0 + 3.0 * v for v in k])
+    assert a == pytest.approx(1.0) and b == pytest.approx(3.0)
+    t = [5.0, 1.0, -2.0, 0.5]  # falling: slope clamped, intercept = mean
+    assert size_trend(k, t) == pytest.approx((float(np.mean(t)), 0.0))
+    assert size_trend([3, 3, 3], [1.0, 2.0, 6.0]) == pytest.approx((3.0, 0.0))  # no spread
+
+
+class PenalisedGrowing(PenalisedFlat):
+    """Log-likelihood ``6 k`` (+5 with a PER factor): every parameter buys more than its
+    penalty of 4, so BIC grows with size."""
+
+    def __call__(self, e: Expression) -> Score:
+        ll = 6.0 * e.n_params + (5.0 if "PER" in str(e) else 0.0)
+        return Score(str(e), "ok", ll - 0.5 * e.n_params * self.LOG_N, ll, e.n_params, 0.0)
+
+
+def test_size_trend_steers_proposals_to_larger_expressions_when_size_pays(trained) -> None:
+    # Without the trend, candidates far (in OT distance) from the data are predicted at
+    # the mean log-likelihood with their exact, smaller penalty; with it, the surrogate
+    # extrapolates that larger expressions fit better, as they do here.
+    def run(size_trend: bool) -> float:
+        ev = Evaluator(PenalisedGrowing("SE"), 14)
+        opts = LatentBOConfig(
+            warm_start=0, n_init=4, pool_sobol=256, pool_local=256, size_trend=size_trend
+        )
+        res = search_prolas(
+            ev, None, SearchConfig(budget=14, seed=2), trained=trained, options=opts
+        )
+        assert res.evaluations == 14 and res.extra["surrogate_failures"] == 0
+        return float(np.mean([parse(e.expression).n_params for e in res.history[4:]]))
+
+    assert run(True) > run(False)

@@ -162,6 +162,12 @@ class LatentBOConfig:
             library series is left out of the ranking), placed at the latent codes of
             their token sequences. The rest of the initial design is as ``init`` says.
         portfolio: path of the library (None: the shipped ``portfolio_bic.json``).
+        size_trend: (``ot``) give the surrogate a mean linear in an expression's number of
+            hyperparameters k: least squares ``t ~ a + b k`` on the modelled targets
+            (b clamped at 0: a larger model fits at least as well), the GP models the
+            residuals. Without it, an expression far (in OT distance) from everything
+            evaluated is predicted at the data mean with a large variance whatever its
+            size, so after a warm start of large expressions LogEI favours small ones.
     """
 
     n_init: int = 10
@@ -195,6 +201,7 @@ class LatentBOConfig:
     surrogate: str = "ot"
     warm_start: int = 10
     portfolio: str | None = None
+    size_trend: bool = True
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -330,6 +337,21 @@ def _numerics():
         # BoTorch warns about standardisation/ill-conditioning that we handle ourselves
         warnings.simplefilter("ignore")
         yield
+
+
+def size_trend(sizes: list[int], targets: list[float]) -> tuple[float, float]:
+    """Least-squares line ``t ~ a + b k`` through (size k, target t) pairs, as ``(a, b)``.
+
+    The slope is clamped at 0 (the maximised log-likelihood of nested models does not
+    fall as a model grows; a negative fitted slope is noise) and is 0 when all sizes are
+    equal; the intercept is then refitted as the mean of ``t - b k``.
+    """
+    k = np.asarray(sizes, dtype=np.float64)
+    t = np.asarray(targets, dtype=np.float64)
+    kc = k - k.mean()
+    ss = float(kc @ kc)
+    b = max(0.0, float(kc @ (t - t.mean())) / ss) if ss > 0.0 else 0.0
+    return float((t - b * k).mean()), b
 
 
 def sequence_edits(seq: tuple[str, ...], grammar) -> list[tuple[str, ...]]:
@@ -763,7 +785,10 @@ class _LatentSearch:
             return self.diversify()
         # penalty="exact": model log-likelihood = BIC + k/2 ln N, subtract the known penalty
         half_log_n = self._half_log_n() if self.opt.penalty == "exact" else 0.0
-        fit_ys = [y + half_log_n * parse(e).n_params for e, y in zip(exprs, ys)]
+        sizes = [parse(e).n_params for e in exprs]
+        fit_ys = [y + half_log_n * k for k, y in zip(sizes, ys)]
+        trend = size_trend(sizes, fit_ys) if self.opt.size_trend else (0.0, 0.0)
+        fit_ys = [y - trend[0] - trend[1] * k for k, y in zip(sizes, fit_ys)]
         pool = self.candidate_pool(torch.empty(0, self.d, dtype=DTYPE))
         seqs = self.vae.decode_sequences(self.to_latent(pool))
         cands: dict[str, tuple[torch.Tensor, Expression]] = {}
@@ -795,9 +820,8 @@ class _LatentSearch:
                 mean, var = fit.predict(
                     sur.encode_expressions([e for _, e in cand_list]), joint=False
                 )
-                if half_log_n:
-                    k = torch.tensor([e.n_params for _, e in cand_list], dtype=mean.dtype)
-                    mean = mean - half_log_n * k
+                k = torch.tensor([e.n_params for _, e in cand_list], dtype=mean.dtype)
+                mean = mean + trend[0] + (trend[1] - half_log_n) * k
                 vals = log_ei(mean, var, max(ys))
                 if self.opt.prior_weight:
                     lp = torch.tensor([log_prior[str(e)] for _, e in cand_list], dtype=vals.dtype)
