@@ -318,22 +318,23 @@ class PenalisedFlat:
         return Score(str(e), "ok", ll - 0.5 * e.n_params * self.LOG_N, ll, e.n_params, 0.0)
 
 
+def proposal_sizes(trained, objective, seed: int, **options) -> list[int]:
+    """Parameter counts of the 10 BO proposals after a 4-point Sobol design (OT surrogate,
+    small pools), for an objective over expressions."""
+    ev = Evaluator(objective, 14)
+    opts = LatentBOConfig(warm_start=0, n_init=4, pool_sobol=256, pool_local=256, **options)
+    res = search_prolas(ev, None, SearchConfig(budget=14, seed=seed), trained=trained, options=opts)
+    assert res.evaluations == 14 and res.extra["surrogate_failures"] == 0
+    return [parse(e.expression).n_params for e in res.history[4:]]
+
+
 def test_exact_penalty_recovers_ln_n_and_prefers_cheaper_expressions(trained) -> None:
     # With the complexity term subtracted exactly, a GP that sees a flat log-likelihood
     # predicts the highest BIC for the candidates with fewest parameters; a GP on BIC
     # itself has to learn that from the data.
-    def run(penalty: str):
-        ev = Evaluator(PenalisedFlat("LIN*PER*RQ + SE"), 14)
-        opts = LatentBOConfig(
-            warm_start=0, n_init=4, pool_sobol=256, pool_local=256, penalty=penalty
-        )
-        res = search_prolas(
-            ev, None, SearchConfig(budget=14, seed=1), trained=trained, options=opts
-        )
-        assert res.evaluations == 14 and res.extra["surrogate_failures"] == 0
-        return [parse(e.expression).n_params for e in res.history[4:]]
-
-    model, exact = run("model"), run("exact")
+    objective = PenalisedFlat("LIN*PER*RQ + SE")
+    model = proposal_sizes(trained, objective, 1, penalty="model")
+    exact = proposal_sizes(trained, objective, 1, penalty="exact")
     assert np.mean(exact) < np.mean(model), (model, exact)
     with pytest.raises(Exception, match="unknown penalty"):
         LatentBOConfig(penalty="bic")
@@ -377,15 +378,6 @@ def test_size_trend_steers_proposals_to_larger_expressions_when_size_pays(traine
     # Without the trend, candidates far (in OT distance) from the data are predicted at
     # the mean log-likelihood with their exact, smaller penalty; with it, the surrogate
     # extrapolates that larger expressions fit better, as they do here.
-    def run(size_trend: bool) -> float:
-        ev = Evaluator(PenalisedGrowing("SE"), 14)
-        opts = LatentBOConfig(
-            warm_start=0, n_init=4, pool_sobol=256, pool_local=256, size_trend=size_trend
-        )
-        res = search_prolas(
-            ev, None, SearchConfig(budget=14, seed=2), trained=trained, options=opts
-        )
-        assert res.evaluations == 14 and res.extra["surrogate_failures"] == 0
-        return float(np.mean([parse(e.expression).n_params for e in res.history[4:]]))
-
-    assert run(True) > run(False)
+    with_trend = proposal_sizes(trained, PenalisedGrowing("SE"), 2, size_trend=True)
+    without = proposal_sizes(trained, PenalisedGrowing("SE"), 2, size_trend=False)
+    assert np.mean(with_trend) > np.mean(without), (with_trend, without)
