@@ -168,6 +168,8 @@ class LatentBOConfig:
             residuals. Without it, an expression far (in OT distance) from everything
             evaluated is predicted at the data mean with a large variance whatever its
             size, so after a warm start of large expressions LogEI favours small ones.
+            Off by default: higher on two of three tuning series but clearly lower on
+            airline and mauna (benchmarks/compare/size_trend/README.md).
     """
 
     n_init: int = 10
@@ -201,7 +203,7 @@ class LatentBOConfig:
     surrogate: str = "ot"
     warm_start: int = 10
     portfolio: str | None = None
-    size_trend: bool = True
+    size_trend: bool = False
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
