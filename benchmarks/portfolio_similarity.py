@@ -31,7 +31,7 @@ import numpy as np
 
 from prolas.bench import thin
 from prolas.data import load_csv
-from prolas.search.portfolio import BenchmarkScores, _rank_percentiles
+from prolas.search.portfolio import BenchmarkScores
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TEST_SERIES = ("airline", "mauna")
@@ -59,27 +59,6 @@ def meta_features(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     amplitude = np.log(r2[half:].std() / r2[:half].std())
     roughness = np.var(np.diff(r)) / 2.0
     return np.array([trend, curvature, seasonality, amplitude, roughness])
-
-
-def weighted_select(lib: BenchmarkScores, k: int, target: str, weight: dict[str, float]):
-    """:meth:`BenchmarkScores.select` with series weights: greedy coverage of
-    ``sum_d w_d max_{e in P} s(e, d)`` over the series other than ``target``."""
-    cols = [j for j, s in enumerate(lib.series) if s != target]
-    B = lib.bic[:, cols]
-    rows = np.flatnonzero(np.isfinite(B).all(axis=1))
-    S = _rank_percentiles(B[rows])
-    w = np.array([weight[lib.series[j]] for j in cols])
-    w = w / w.sum()
-    chosen: list[int] = []
-    cover = np.full(S.shape[1], -np.inf)
-    mean_score = S @ w
-    for _ in range(k):
-        gain = np.maximum(cover[None, :], S) @ w
-        gain[chosen] = -np.inf
-        best = max(range(len(gain)), key=lambda i: (gain[i], mean_score[i], -i))
-        chosen.append(best)
-        cover = np.maximum(cover, S[best])
-    return [int(rows[i]) for i in chosen]
 
 
 def main() -> None:
@@ -123,7 +102,7 @@ def main() -> None:
             else:
                 near = sorted(others, key=lambda s: dist(t, s))[: int(scheme[3:])]
                 w = {s: 1.0 if s in near else 1e-9 for s in others}
-            picks = weighted_select(lib, max(KS), t, w)
+            picks = lib.select(max(KS), (t,), weights=w)
             col = lib.bic[:, series.index(t)]
             scored = col[np.isfinite(col)]
             pct[t] = [float((scored < np.nanmax(col[picks[:k]])).mean()) for k in KS]

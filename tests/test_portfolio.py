@@ -53,6 +53,23 @@ def test_greedy_portfolio_follows_its_rule() -> None:
     assert len(set(picks)) == 4
 
 
+def test_series_weights_generalise_the_mean() -> None:
+    rng = np.random.default_rng(1)
+    lib = _library(rng.normal(size=(6, 3)).tolist())
+    # equal weights (any scale) are the plain mean; no exact ties in random scores
+    assert lib.select(4, weights={"a": 2.0, "b": 2.0, "c": 2.0}) == lib.select(4)
+    # all weight on one series: the first pick is that series' best expression
+    for j, name in enumerate(lib.series):
+        only = {s: float(s == name) for s in lib.series}
+        assert lib.select(1, weights=only) == [int(np.argmax(lib.bic[:, j]))]
+    # weights of a left-out series are ignored; bad weights are a clear error
+    assert lib.select(3, ("a",), weights={"a": 0.0, "b": 1.0, "c": 1.0}) == lib.select(3, ("a",))
+    with pytest.raises(ProlasError, match="weights"):
+        lib.select(2, weights={"a": -1.0, "b": 1.0, "c": 1.0})
+    with pytest.raises(ProlasError, match="weights"):
+        lib.select(2, ("a",), weights={"a": 1.0, "b": 0.0, "c": 0.0})
+
+
 def test_second_pick_covers_the_series_the_first_serves_badly() -> None:
     # SE is the best all-rounder; LIN is best on c, where SE is worst
     lib = _library(

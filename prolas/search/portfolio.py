@@ -83,9 +83,16 @@ class BenchmarkScores:
             raise ProlasError(f"cannot read portfolio library {p}: {exc}") from exc
         return cls(series, exprs, seqs, bic)
 
-    def select(self, k: int, exclude: tuple[str, ...] = ()) -> list[int]:
+    def select(
+        self, k: int, exclude: tuple[str, ...] = (), weights: dict[str, float] | None = None
+    ) -> list[int]:
         """Indices of a greedy portfolio of at most ``k`` expressions (module docstring),
-        ranked on the series not in ``exclude``; best first."""
+        ranked on the series not in ``exclude``; best first.
+
+        ``weights`` (series name -> weight >= 0, used for the series not excluded, then
+        normalised) replace the mean over series by a weighted mean,
+        ``F(P) = sum_d w_d max_{e in P} s(e, d)`` (e.g. to favour series similar to the
+        target, ``benchmarks/portfolio_similarity.py``); None is the plain mean."""
         cols = [j for j, s in enumerate(self.series) if s not in exclude]
         if k <= 0 or not cols:
             return []
@@ -94,11 +101,25 @@ class BenchmarkScores:
         if rows.size == 0:
             return []
         S = _rank_percentiles(B[rows])  # candidates x series
+        if weights is None:
+
+            def average(X: np.ndarray) -> np.ndarray:
+                return X.mean(axis=1)
+
+        else:
+            w = np.array([float(weights[self.series[j]]) for j in cols])
+            if not (np.isfinite(w).all() and (w >= 0).all() and w.sum() > 0):
+                raise ProlasError(f"portfolio weights must be >= 0 and not all 0: {weights}")
+            w = w / w.sum()
+
+            def average(X: np.ndarray) -> np.ndarray:
+                return X @ w
+
         chosen: list[int] = []
         cover = np.full(S.shape[1], -np.inf)
-        mean_score = S.mean(axis=1)
+        mean_score = average(S)
         for _ in range(min(k, rows.size)):
-            gain = np.maximum(cover[None, :], S).mean(axis=1)
+            gain = average(np.maximum(cover[None, :], S))
             gain[chosen] = -np.inf
             # ties (e.g. no further gain possible): the better all-rounder, then the lower
             # index. Gains are float means, so two candidates with equal coverage can differ
