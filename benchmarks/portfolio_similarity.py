@@ -18,7 +18,9 @@ series' first k warm-start expressions are when that series is left out:
   the best of the first k picks (1 = the library's best on it).
 
 Schemes are compared on the 7 tuning series (airline and mauna are the test series);
-their airline and mauna scores are printed for information only.
+their airline and mauna scores are printed for information only, with the best BIC each
+scheme's first picks reach there and where the library expressions that reach CKS's final
+BIC stand in the uniform order.
 
     .venv/bin/python benchmarks/portfolio_similarity.py > benchmarks/portfolio_similarity.md
 """
@@ -38,6 +40,9 @@ TEST_SERIES = ("airline", "mauna")
 FEATURES = ("trend", "curvature", "seasonality", "amplitude growth", "roughness")
 SCHEMES = ("uniform", "tau0.5", "tau1", "tau2", "tau4", "knn1", "knn2", "knn3")
 KS = (5, 8, 10)
+#: CKS's final BIC on the test series (benchmarks/bench/summary.md, bench_series/summary.md;
+#: airline's 118.82 is 118.815 unrounded)
+CKS_FINAL = {"airline": 118.815, "mauna": 460.64}
 
 
 def meta_features(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -91,6 +96,7 @@ def main() -> None:
     head = "k = " + " / ".join(map(str, KS))
     print(f"| scheme | tuning series, {head} | airline, {head} | mauna, {head} |")
     print("|---|" + "---|" * 3)
+    test_best: dict[str, dict[str, list[float]]] = {}
     for scheme in SCHEMES:
         pct: dict[str, list[float]] = {}
         for t in series:
@@ -106,12 +112,33 @@ def main() -> None:
             col = lib.bic[:, series.index(t)]
             scored = col[np.isfinite(col)]
             pct[t] = [float((scored < np.nanmax(col[picks[:k]])).mean()) for k in KS]
+            if t in TEST_SERIES:
+                test_best.setdefault(scheme, {})[t] = [float(np.nanmax(col[picks[:k]])) for k in KS]
         tuning = np.mean([pct[t] for t in series if t not in TEST_SERIES], axis=0)
 
         def cells(v) -> str:
             return " / ".join(f"{x:.3f}" for x in v)
 
         print(f"| `{scheme}` | {cells(tuning)} | {cells(pct['airline'])} | {cells(pct['mauna'])} |")
+
+    print("\n## Test series: best BIC of the first k picks, and CKS's final BIC\n")
+    print(f"| scheme | airline, {head} | mauna, {head} |")
+    print("|---|---|---|")
+    for scheme, best in test_best.items():
+        row = [" / ".join(f"{v:.2f}" for v in best[t]) for t in TEST_SERIES]
+        print(f"| `{scheme}` | " + " | ".join(row) + " |")
+    print()
+    for t in TEST_SERIES:
+        col = lib.bic[:, series.index(t)]
+        order = lib.select(len(lib.expressions), (t,))
+        at_least = [i for i in order if col[i] >= CKS_FINAL[t]]
+        found = ", ".join(
+            f"`{lib.expressions[i]}` ({col[i]:g}, position {order.index(i) + 1})" for i in at_least
+        )
+        print(
+            f"- {t}: CKS's final BIC {CKS_FINAL[t]:g}; library expressions at or above it, "
+            f"with their position in the uniform order of {len(order)}: {found or 'none'}."
+        )
 
 
 if __name__ == "__main__":
