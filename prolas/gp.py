@@ -146,6 +146,10 @@ class FitResult:
     error: str | None = None
     restarts: int = 0
     restart_log_likelihoods: tuple[float, ...] = field(default=(), repr=False)
+    #: ``None`` when ``log_likelihood`` is the exact log marginal likelihood; otherwise
+    #: the name of the approximation it comes from (e.g. ``"sgpr-512"``: the collapsed
+    #: variational lower bound with 512 inducing points, :mod:`prolas.scalable`).
+    approximation: str | None = None
 
     @property
     def ok(self) -> bool:
