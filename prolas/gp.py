@@ -36,16 +36,19 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
-import gpytorch
 import numpy as np
 import torch
 from gpytorch.kernels import AdditiveKernel, ProductKernel, ScaleKernel
+from scipy.optimize import minimize
+from threadpoolctl import threadpool_limits
 
 from prolas.data import Dataset
 from prolas.errors import NumericsWarning
-from prolas.expr import BASE_KERNELS, Expression, parse
+from prolas.expr import Expression, parse
+from prolas.gram import NOISE_FLOOR, GramModel
 from prolas.kernels import KERNEL_MODULES, log_positive
 from prolas.search.evaluator import Score
 
@@ -66,8 +69,6 @@ __all__ = [
 ]
 
 DTYPE = torch.float64
-#: Floor on the Gaussian noise variance of standardised y (DESIGN.md).
-NOISE_FLOOR = 1e-6
 #: Extra diagonal jitter tried, in order, when a Cholesky fails (bounded retries).
 JITTER_SCHEDULE = (0.0, 1e-8, 1e-6, 1e-4)
 
@@ -315,182 +316,7 @@ def candidate_periods(t: np.ndarray, y: np.ndarray, floor: float, k: int = 6) ->
     return np.array(periods + list(grid) + [2.0 * span, 5.0 * span])
 
 
-def _initialise(
-    module: AdditiveKernel,
-    likelihood: gpytorch.likelihoods.GaussianLikelihood,
-    expr: Expression,
-    t: np.ndarray,
-    y: np.ndarray,
-    floor: float,
-    rng: np.random.Generator,
-) -> None:
-    """Draw one initialisation per restart (batch element), in the scaled units of t.
-
-    Lengthscales log-uniform over [0.02, 1] spans; periods cycle through the
-    periodogram peaks (with 5 % jitter) so restarts cover different periodicities;
-    LIN offsets inside the data range; term variances ~ 1/#terms; noise in [1e-3, 0.2].
-    """
-    R = likelihood.noise.shape[0]
-    periods = candidate_periods(t, y, floor)
-    n_terms = len(module.kernels)
-
-    def logu(lo: float, hi: float) -> np.ndarray:
-        return np.exp(rng.uniform(math.log(lo), math.log(hi), R))
-
-    per_index = 0
-    for scale in module.kernels:
-        scale.outputscale = torch.as_tensor(logu(0.3, 1.5) / n_terms, dtype=DTYPE)
-        for f in _term_factors(scale):
-            name = type(f).__name__[:-6]  # "SEKernel" -> "SE"
-            if name in ("SE", "RQ"):
-                f.set_param("lengthscale", logu(0.02, 1.0))
-            if name == "RQ":
-                f.set_param("alpha", logu(0.1, 10.0))
-            if name == "LIN":
-                f.set_param("offset", rng.uniform(0.0, 1.0, R))
-            if name == "PER":
-                # Half the restarts of the first PER factor start at the strongest
-                # periodogram peak; the others (and later PER factors) cycle
-                # through the remaining candidates, so restarts cover several periods.
-                idx = (np.arange(R) // 2 + per_index) % len(periods)
-                if per_index == 0:
-                    idx[0::2] = 0
-                p = periods[idx] * np.exp(rng.normal(0, 0.03, R))
-                f.set_param("period", np.maximum(p, floor * 1.01))
-                f.set_param("lengthscale", rng.uniform(0.5, 2.0, R))
-                per_index += 1
-    likelihood.noise = torch.as_tensor(logu(1e-3, 0.2), dtype=DTYPE)
-
-
 # --- fitting -------------------------------------------------------------------------
-
-
-class _BatchModel(torch.nn.Module):
-    """R independent restarts of one expression: covariance module + noise."""
-
-    def __init__(self, expr: Expression, R: int, floor: float) -> None:
-        super().__init__()
-        self.covar = build_covar_module(expr, torch.Size([R]), period_floor=floor)
-        self.likelihood = gpytorch.likelihoods.GaussianLikelihood(
-            batch_shape=torch.Size([R]), noise_constraint=log_positive(NOISE_FLOOR)
-        )
-
-    def covariance(self, x: torch.Tensor) -> torch.Tensor:
-        K = dense_covariance(self.covar, x, x)
-        noise = self.likelihood.noise.reshape(-1, 1, 1)
-        return K + noise * torch.eye(x.shape[-2], dtype=x.dtype)
-
-
-def _optimise(
-    model: _BatchModel, x: torch.Tensor, y: torch.Tensor, max_iter: int, tolerance: float
-) -> torch.Tensor:
-    """L-BFGS on the sum of per-restart negative log-likelihoods.
-
-    Restarts are independent, so the gradient of the sum is the stack of their own
-    gradients. A restart whose Cholesky fails at a trial point contributes a large
-    constant with zero gradient (the line search then backs off), never a NaN.
-    Returns the final per-restart log-likelihoods (``R``, NaN = failed).
-    """
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.LBFGS(
-        params,
-        lr=1.0,
-        max_iter=max_iter,
-        tolerance_grad=tolerance,
-        tolerance_change=1e-8,
-        history_size=20,
-        line_search_fn="strong_wolfe",
-    )
-    penalty = 1e10
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        ll, ok = exact_log_likelihood(model.covariance(x), y)
-        loss_each = torch.where(ok, -ll, torch.full_like(ll, penalty))
-        loss = loss_each.sum() / y.shape[-1]
-        if loss.requires_grad:
-            loss.backward()
-            for p in params:  # a NaN gradient from a failed restart must not spread
-                if p.grad is not None:
-                    p.grad.nan_to_num_(0.0, 0.0, 0.0)
-        return loss
-
-    try:
-        opt.step(closure)
-    except RuntimeError as exc:  # pragma: no cover - torch internals; recorded upstream
-        warnings.warn(f"L-BFGS stopped early: {exc}", NumericsWarning, stacklevel=2)
-    with torch.no_grad():
-        ll, ok = exact_log_likelihood(model.covariance(x), y)
-    return torch.where(ok, ll, torch.full_like(ll, float("nan")))
-
-
-def _subsample(
-    x: torch.Tensor, y: torch.Tensor, max_points: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """At most ``max_points`` evenly spaced points of the (sorted) data."""
-    n = x.shape[0]
-    if n <= max_points:
-        return x, y
-    idx = torch.linspace(0, n - 1, max_points).round().long().unique()
-    return x[idx], y[idx]
-
-
-def _select_restarts(
-    model: _BatchModel, expr: Expression, index: torch.Tensor, floor: float
-) -> _BatchModel:
-    """A smaller batch model holding only the restarts in ``index`` (same values)."""
-    small = _BatchModel(expr, len(index), floor).to(DTYPE)
-    state = {
-        k: (v[index] if v.dim() > 0 and v.shape[0] == model.likelihood.noise.shape[0] else v)
-        for k, v in model.state_dict().items()
-    }
-    small.load_state_dict(state)
-    return small
-
-
-def _concat_restarts(
-    parts: list[tuple[_BatchModel, torch.Tensor]], expr: Expression, floor: float
-) -> _BatchModel:
-    """Stack single-restart models back into one batch model (same values)."""
-    out = _BatchModel(expr, len(parts), floor).to(DTYPE)
-    states = [m.state_dict() for m, _ in parts]
-    merged = {}
-    for k, v in states[0].items():
-        if v.dim() > 0 and v.shape[0] == 1:
-            merged[k] = torch.cat([st[k] for st in states], 0)
-        else:
-            merged[k] = v
-    out.load_state_dict(merged)
-    return out
-
-
-def _natural_terms(
-    model: _BatchModel, expr: Expression, r: int, x0: float, s: float
-) -> tuple[tuple[TermFit, ...], float]:
-    """Hyperparameters of restart ``r`` converted from t = (x - x0)/s to x's own units.
-
-    Lengthscales and periods scale by ``s``; LIN offsets map ``c = x0 + s c_t``; since
-    ``(x - c)(x' - c) = s^2 (t - c_t)(t' - c_t)``, a term's variance is divided by
-    ``s^2`` for every LIN factor it holds.
-    """
-    out = []
-    for scale, names in zip(model.covar.kernels, expr.terms):
-        variance = float(scale.outputscale.detach()[r])
-        factors = []
-        for f, name in zip(_term_factors(scale), names):
-            params = {}
-            for pname in BASE_KERNELS[name].shape_params:
-                v = float(f.get_param(pname).detach()[r, 0, 0])
-                if pname in ("lengthscale",) and name != "PER" or pname == "period":
-                    v *= s
-                elif pname == "offset":
-                    v = x0 + s * v
-                params[pname] = v
-            if name == "LIN":
-                variance /= s**2
-            factors.append(FactorFit(name, params))
-        out.append(TermFit(variance, tuple(factors)))
-    return tuple(out), float(model.likelihood.noise.detach()[r])
 
 
 def natural_covar_module(fit: FitResult) -> AdditiveKernel:
@@ -515,6 +341,196 @@ def _natural_log_likelihood(fit: FitResult, dataset: Dataset) -> float:
     return float(ll) if bool(ok) else float("nan")
 
 
+def _initial_thetas(
+    model: GramModel, y: np.ndarray, floor: float, rng: np.random.Generator, R: int
+) -> np.ndarray:
+    """``R x P`` random, data-informed initialisations in the scaled units of ``model.t``.
+
+    Lengthscales log-uniform over [min(0.02, 2Δ), 1] spans; periods cycle through the
+    periodogram peaks (with 3 % jitter) so restarts cover different periodicities;
+    LIN offsets inside the data range; term variances ~ 1/#terms; noise in [1e-3, 0.2].
+    Uniform draws are stratified, so that R restarts cover each range evenly.
+    """
+    periods = candidate_periods(model.t, y, floor)
+    n_terms = len(model.terms)
+    theta = np.empty((R, model.size))
+
+    def uniform(lo: float, hi: float) -> np.ndarray:
+        # stratified (Latin hypercube) draws: each 1/R of the range holds one restart
+        u = (rng.permutation(R) + rng.uniform(0.0, 1.0, R)) / R
+        return lo + (hi - lo) * u
+
+    def logu(lo: float, hi: float) -> np.ndarray:
+        return uniform(math.log(lo), math.log(hi))
+
+    # shortest lengthscale worth starting from: two sample spacings (Nyquist, as PER)
+    shortest = min(0.02, max(floor, 1e-3))
+    per_index: dict[tuple[int, int], int] = {}
+    for k, p in enumerate(model.params):
+        if p.name == "variance":
+            theta[:, k] = logu(0.3, 1.5) - math.log(n_terms)
+        elif p.name == "noise":
+            theta[:, k] = logu(1e-3, 0.2)
+        elif p.name == "offset":
+            theta[:, k] = uniform(0.0, 1.0)
+        elif p.name == "alpha":
+            theta[:, k] = logu(0.1, 10.0)
+        elif p.name == "lengthscale" and p.kernel == "PER":
+            theta[:, k] = np.log(uniform(0.5, 2.0))
+        elif p.name == "lengthscale":
+            theta[:, k] = logu(shortest, 1.0)
+        elif p.name == "period":
+            # Half the restarts of the first PER factor start at the strongest
+            # periodogram peak; the others (and later PER factors) cycle through the
+            # remaining candidates, so restarts cover several periods.
+            which = per_index.setdefault((p.term, p.factor), len(per_index))
+            idx = (np.arange(R) // 2 + which) % len(periods)
+            if which == 0:
+                idx[0::2] = 0
+            per = periods[idx] * np.exp(rng.normal(0, 0.03, R))
+            theta[:, k] = np.log(np.maximum(per, floor * 1.01))
+    return np.vstack([model.clip(row) for row in theta])
+
+
+def _to_natural(
+    model: GramModel, theta: np.ndarray, x0: float, s: float
+) -> tuple[tuple[TermFit, ...], float]:
+    """Hyperparameters ``theta`` (scaled units t = (x - x0)/s) in x's own units.
+
+    Lengthscales and periods scale by ``s``; LIN offsets map ``c = x0 + s c_t``; since
+    ``(x - c)(x' - c) = s^2 (t - c_t)(t' - c_t)``, a term's variance is divided by
+    ``s^2`` for every LIN factor it holds. PER's lengthscale is dimensionless.
+    """
+    terms = []
+    for i, names in enumerate(model.terms):
+        variance = 0.0
+        factors: list[dict[str, float]] = [{} for _ in names]
+        for p, v in zip(model.params, theta):
+            if p.term != i:
+                continue
+            value = p.value(v)
+            if p.name == "variance":
+                variance = value / s ** (2 * names.count("LIN"))
+            elif p.name == "offset":
+                factors[p.factor][p.name] = x0 + s * value
+            elif p.name == "period" or (p.name == "lengthscale" and p.kernel != "PER"):
+                factors[p.factor][p.name] = value * s
+            else:
+                factors[p.factor][p.name] = value
+        terms.append(TermFit(variance, tuple(FactorFit(n, f) for n, f in zip(names, factors))))
+    return tuple(terms), model.params[-1].value(theta[-1])
+
+
+def _term_affinity(names: tuple[str, ...], term: TermFit, used: bool) -> tuple[int, bool, int]:
+    kinds = [f.kernel for f in term.factors]
+    shared = sum(min(names.count(k), kinds.count(k)) for k in set(names))
+    return shared, not used, -abs(len(kinds) - len(names))
+
+
+def inherit_theta(
+    model: GramModel, parent: FitResult, default: np.ndarray, x0: float, s: float
+) -> np.ndarray:
+    """Start ``model`` from a fitted related expression (``parent``, natural units).
+
+    Each term takes the variance and factor parameters of the parent term it shares
+    most factors with; a factor with no counterpart in that term takes the values of
+    the same kernel elsewhere in the parent, else its ``default``. Terms the parent
+    does not have start with a tenth of the default variance, so the parent's fit is
+    (almost) where the child starts. This is how CKS's ``S -> S + B`` or a PROLAS edit
+    reuses the work already done on ``S``.
+    """
+    theta = np.array(default, dtype=np.float64)
+    if not parent.terms:
+        return theta
+    anywhere: dict[str, dict[str, float]] = {}
+    for term in parent.terms:
+        for f in term.factors:
+            anywhere.setdefault(f.kernel, f.params)
+    used: set[int] = set()
+    for i, names in enumerate(model.terms):
+        # the parent term sharing most factors; ties go to an unused term, then to
+        # the one closest in size (so LIN*PER*SE + LIN*SE maps onto itself)
+        affinity = [_term_affinity(names, pt, b in used) for b, pt in enumerate(parent.terms)]
+        best = max(range(len(parent.terms)), key=affinity.__getitem__)
+        source = parent.terms[best] if affinity[best][0] > 0 else None
+        if source is not None:
+            used.add(best)
+        pool = list(source.factors) if source else []
+        picked: list[dict[str, float] | None] = []
+        for name in names:
+            match = next((f for f in pool if f.kernel == name), None)
+            if match is not None:
+                pool.remove(match)
+                picked.append(match.params)
+            else:
+                picked.append(anywhere.get(name))
+        for k, p in enumerate(model.params):
+            if p.term != i:
+                continue
+            if p.name == "variance":
+                if source is None:
+                    theta[k] = default[k] + math.log(0.1)
+                else:
+                    v = source.variance * s ** (2 * names.count("LIN"))
+                    theta[k] = p.to_theta(max(v, 1e-12))
+                continue
+            params = picked[p.factor]
+            if params is None or p.name not in params:
+                continue
+            value = float(params[p.name])
+            if p.name == "offset":
+                value = (value - x0) / s
+            elif p.name == "period" or (p.name == "lengthscale" and p.kernel != "PER"):
+                value = value / s
+            if p.log and not value > 0:
+                continue
+            theta[k] = p.to_theta(value)
+    if parent.noise_variance is not None and parent.noise_variance > 0:
+        theta[-1] = model.params[-1].to_theta(parent.noise_variance)
+    return model.clip(theta)
+
+
+def _minimise(
+    model: GramModel, theta0: np.ndarray, y: np.ndarray, max_iter: int, tolerance: float
+) -> tuple[np.ndarray, float]:
+    """L-BFGS-B on ``-log p(y)`` inside the parameter box; returns ``(theta, ll)``.
+
+    A point where ``K`` is not positive definite is answered with a large loss and a
+    zero gradient, so the line search backs off; the best point seen is kept, so a
+    run that ends in such a region still returns its best finite fit (``ll`` is NaN
+    only if no point was finite).
+    """
+    best = [np.array(theta0), -math.inf]
+
+    def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        ll, g = model.log_likelihood(theta, y)
+        if g is None or not math.isfinite(ll):
+            return 1e10, np.zeros_like(theta)
+        if ll > best[1]:
+            best[0], best[1] = theta.copy(), ll
+        return -ll, -g
+
+    if max_iter > 0:
+        minimize(
+            objective,
+            theta0,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=model.optimiser_bounds,
+            options={"maxiter": max_iter, "ftol": tolerance, "gtol": 1e-6, "maxcor": 20},
+        )
+    else:
+        objective(theta0)
+    ll = best[1] if math.isfinite(best[1]) else math.nan
+    return best[0], ll
+
+
+def _fit_config(config: FitConfig | None, restarts: int | None, seed: int | None) -> FitConfig:
+    config = config or FitConfig()
+    changes = {k: v for k, v in (("restarts", restarts), ("seed", seed)) if v is not None}
+    return replace(config, **changes) if changes else config
+
+
 def fit_gp(
     expr: Expression | str,
     dataset: Dataset,
@@ -522,78 +538,81 @@ def fit_gp(
     *,
     restarts: int | None = None,
     seed: int | None = None,
+    init: FitResult | Sequence[FitResult] | None = None,
 ) -> FitResult:
-    """Fit an expression by exact marginal likelihood with batched random restarts.
+    """Fit an expression by exact marginal likelihood with random restarts.
+
+    Each restart runs ``screen_iter`` L-BFGS-B iterations (on at most
+    ``screen_points`` evenly spaced points); the ``keep`` best are then polished to
+    convergence on all the data (:func:`_minimise`; analytic gradients from
+    :class:`prolas.gram.GramModel`).
+
+    Args:
+        init: fitted related expressions (natural units) whose hyperparameters start
+            the first restarts (:func:`inherit_theta`); a warm-started restart is
+            always polished, so the fit is never worse than its best warm start.
 
     Never raises for numerical trouble: if every restart fails after
-    ``config.attempts`` fresh initialisations and the jitter schedule, the result has
-    ``status="failed"`` and the reason in ``error``.
+    ``config.attempts`` fresh initialisations, the result has ``status="failed"`` and
+    the reason in ``error``. An ``"ok"`` result holds only finite numbers.
     """
+    # Small-N linear algebra is fastest on one BLAS thread; OpenBLAS's threads spin
+    # against each other (and against other processes), measured 100x slower on a
+    # 144 x 144 dot product. Large N keeps the threads.
+    threads = 1 if dataset.n <= 2000 else None
+    with threadpool_limits(limits=threads, user_api="blas"):
+        return _fit_gp(expr, dataset, _fit_config(config, restarts, seed), init)
+
+
+def _fit_gp(
+    expr: Expression | str,
+    dataset: Dataset,
+    config: FitConfig,
+    init: FitResult | Sequence[FitResult] | None,
+) -> FitResult:
     t_start = time.perf_counter()
     expr = parse(expr) if isinstance(expr, str) else expr
-    config = config or FitConfig()
-    if restarts is not None or seed is not None:
-        config = FitConfig(
-            restarts=restarts if restarts is not None else config.restarts,
-            max_iter=config.max_iter,
-            seed=seed if seed is not None else config.seed,
-            attempts=config.attempts,
-            tolerance=config.tolerance,
-            screen_iter=config.screen_iter,
-            keep=config.keep,
-            screen_points=config.screen_points,
-        )
     R = max(1, int(config.restarts))
+    inits = [init] if isinstance(init, FitResult) else list(init or ())
+    inits = [f for f in inits if f.ok and f.terms]
     x0, s = float(dataset.x[0]), float(dataset.span)
-    t_np = (dataset.x - x0) / s
+    t = (dataset.x - x0) / s
+    y = np.ascontiguousarray(dataset.y_standardised, dtype=np.float64)
     floor_t = 2.0 * dataset.spacing / s
-    x = torch.as_tensor(t_np, dtype=DTYPE).reshape(-1, 1)
-    y = torch.as_tensor(dataset.y_standardised, dtype=DTYPE)
+    if not (math.isfinite(s) and s > 0 and np.all(np.isfinite(t)) and np.all(np.isfinite(y))):
+        return _failed(expr, dataset, t_start, "inputs or targets not finite after scaling", R)
+    model = GramModel(expr, t, floor_t)
+    screen_idx = dataset.spaced_indices(config.screen_points)
+    screen = model if screen_idx.size == dataset.n else GramModel(expr, t[screen_idx], floor_t)
     # seed from (config.seed, expression) so that a fit does not depend on the order
     # in which a search happens to evaluate expressions
     key = int.from_bytes(str(expr).encode(), "little") % (2**32)
     rng = np.random.default_rng([config.seed, key])
     errors = []
     for attempt in range(config.attempts):
-        model = _BatchModel(expr, R, floor_t).to(DTYPE)
-        _initialise(model.covar, model.likelihood, expr, t_np, dataset.y_standardised, floor_t, rng)
-        with gpytorch.settings.fast_computations(False, False, False):
-            # Phase 1: all restarts as one batched model, a few L-BFGS iterations,
-            # on an evenly spaced subsample when N is large (ranking restarts does
-            # not need every point; the Cholesky cost falls as (n_sub / N)^3).
-            xs, ys = _subsample(x, y, config.screen_points)
-            ll = _optimise(model, xs, ys, config.screen_iter, config.tolerance)
-            score = torch.where(torch.isfinite(ll), ll, torch.full_like(ll, -math.inf))
-            best = [int(r) for r in torch.argsort(score, descending=True)[: config.keep]]
-            best = [r for r in best if math.isfinite(float(score[r]))]
-            # Phase 2: polish the most promising restarts one by one. A batched
-            # L-BFGS shares one line search across restarts, which stalls the
-            # well-scaled ones; separate runs converge (measured on airline:
-            # LIN + PER*SE 86.7 batched vs 87.99 separate, the reference value).
-            # With a subsample, polish on it first, then finish on all the data.
-            polished = []
-            for r in best:
-                single = _select_restarts(model, expr, torch.tensor([r]), floor_t)
-                if xs.shape[0] < x.shape[0]:
-                    _optimise(single, xs, ys, config.max_iter, config.tolerance)
-                ll_r = _optimise(single, x, y, config.max_iter, config.tolerance)
-                polished.append((single, ll_r))
-            if polished:
-                model = _concat_restarts(polished, expr, floor_t)
-                ll = torch.cat([ll_r for _, ll_r in polished])
-            else:
-                ll = torch.full((1,), float("nan"), dtype=DTYPE)
-        finite = torch.isfinite(ll)
-        if not bool(finite.any()):
-            errors.append(f"attempt {attempt + 1}: all {R} restarts failed (Cholesky/NaN)")
+        starts = _initial_thetas(model, y, floor_t, rng, R)
+        warm = [inherit_theta(model, f, starts[0], x0, s) for f in inits] if attempt == 0 else []
+        # Phase 1: every start, a few iterations, on the subsample.
+        screened = [
+            _minimise(screen, th, y[screen_idx], config.screen_iter, config.tolerance)
+            for th in [*warm, *starts]
+        ]
+        score = np.array([ll if math.isfinite(ll) else -math.inf for _, ll in screened])
+        order = [int(r) for r in np.argsort(-score, kind="stable") if math.isfinite(score[r])]
+        chosen = order[: config.keep]
+        chosen += [r for r in range(len(warm)) if r not in chosen and math.isfinite(score[r])]
+        # Phase 2: polish the most promising starts to convergence on all the data.
+        polished = [
+            _minimise(model, screened[r][0], y, config.max_iter, config.tolerance) for r in chosen
+        ]
+        polished = [(th, ll) for th, ll in polished if math.isfinite(ll)]
+        if not polished:
+            errors.append(f"attempt {attempt + 1}: all {len(screened)} restarts failed (Cholesky)")
             continue
-        order = torch.argsort(
-            torch.where(finite, ll, torch.full_like(ll, -math.inf)), descending=True
-        )
-        for r in order.tolist():
-            if not bool(finite[r]):
-                break
-            terms, noise = _natural_terms(model, expr, r, x0, s)
+        polished.sort(key=lambda p: -p[1])
+        restart_lls = tuple(float(ll) for _, ll in polished)
+        for theta, ll in polished:
+            terms, noise = _to_natural(model, theta, x0, s)
             fit = FitResult(
                 expression=str(expr),
                 status="ok",
@@ -602,36 +621,62 @@ def fit_gp(
                 terms=terms,
                 noise_variance=noise,
                 restarts=R,
-                restart_log_likelihoods=tuple(float(v) for v in ll),
+                restart_log_likelihoods=restart_lls,
             )
             ll_nat = _natural_log_likelihood(fit, dataset)
             if not math.isfinite(ll_nat):
-                errors.append(f"restart {r}: natural-unit covariance not positive definite")
+                errors.append("natural-unit covariance not positive definite")
                 continue
-            if abs(ll_nat - float(ll[r])) > 1e-3 * max(1.0, abs(ll_nat)):
+            if abs(ll_nat - ll) > 1e-3 * max(1.0, abs(ll_nat)):
                 warnings.warn(
-                    f"{expr}: log-likelihood changed from {float(ll[r]):.4f} to {ll_nat:.4f} "
+                    f"{expr}: log-likelihood changed from {ll:.4f} to {ll_nat:.4f} "
                     "when converting to natural units",
                     NumericsWarning,
                     stacklevel=2,
                 )
-            return FitResult(
-                **{
-                    **fit.__dict__,
-                    "log_likelihood": ll_nat,
-                    "bic": bic(ll_nat, expr.n_params, dataset.n),
-                    "seconds": time.perf_counter() - t_start,
-                }
+            fit = replace(
+                fit,
+                log_likelihood=ll_nat,
+                bic=bic(ll_nat, expr.n_params, dataset.n),
+                seconds=time.perf_counter() - t_start,
             )
+            problem = non_finite_field(fit)
+            if problem is None:
+                return fit
+            errors.append(f"non-finite {problem}")
+    return _failed(expr, dataset, t_start, "; ".join(errors) or "fit failed", R)
+
+
+def _failed(expr: Expression, dataset: Dataset, t_start: float, error: str, R: int) -> FitResult:
     return FitResult(
         expression=str(expr),
         status="failed",
         n=dataset.n,
         n_params=expr.n_params,
         seconds=time.perf_counter() - t_start,
-        error="; ".join(errors) or "fit failed",
+        error=error,
         restarts=R,
     )
+
+
+def non_finite_field(fit: FitResult) -> str | None:
+    """The first number of an ``"ok"`` fit that is not finite (``"terms[0].period = inf"``)."""
+    scalars = {
+        "log_likelihood": fit.log_likelihood,
+        "bic": fit.bic,
+        "noise_variance": fit.noise_variance,
+    }
+    for name, v in scalars.items():
+        if v is None or not math.isfinite(v):
+            return f"{name} = {v}"
+    for i, term in enumerate(fit.terms):
+        if not math.isfinite(term.variance):
+            return f"terms[{i}].variance = {term.variance}"
+        for j, f in enumerate(term.factors):
+            for name, v in f.params.items():
+                if not math.isfinite(v):
+                    return f"terms[{i}].factors[{j}].{name} = {v}"
+    return None
 
 
 # --- prediction ----------------------------------------------------------------------
