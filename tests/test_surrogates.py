@@ -390,3 +390,26 @@ def test_ot_cross_only_prediction_matches_joint_on_training_expressions() -> Non
     kern = fit.model.covar_module
     prior = float(kern.forward(xt, xt).diagonal().max().detach()) * fit.y_std**2
     assert torch.isfinite(mu).all() and (var > 0).all() and (var <= prior * (1 + 1e-9)).all()
+
+
+def test_fast_emd_cost_equals_pot_emd() -> None:
+    """The direct network-simplex call gives ot.emd's optimal cost on expression graphs."""
+    import ot
+
+    from prolas.surrogates.ot import OTConfig, _emd_cost, expression_graph
+
+    config = OTConfig()
+    lm = config.label_matrix()
+    rng = np.random.default_rng(0)
+    grammar = Grammar.default()
+    for _ in range(30):
+        g1 = expression_graph(grammar.sample(rng), config)
+        g2 = expression_graph(grammar.sample(rng), config)
+        n1, n2 = len(g1.masses), len(g2.masses)
+        c = np.ones((n1 + 1, n2 + 1))
+        c[:n1, :n2] = lm[np.ix_(g1.labels, g2.labels)] + rng.uniform(0, 1, (n1, n2))
+        c[n1, n2] = 0.0
+        a = np.append(g1.masses, g2.total_mass)
+        b = np.append(g2.masses, g1.total_mass)
+        expected = float((ot.emd(a, b, c) * c).sum())
+        assert _emd_cost(a, b, c) == pytest.approx(expected, rel=1e-12, abs=1e-12)

@@ -68,6 +68,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import ot
+
+try:  # POT's C++ network simplex, without ot.emd's per-call checks (see _emd_cost)
+    from ot.lp.emd_wrap import emd_c as _emd_c
+except ImportError:  # pragma: no cover - depends on the POT version
+    _emd_c = None
 import torch
 from gpytorch.constraints import Interval
 from gpytorch.kernels import Kernel
@@ -274,9 +279,27 @@ def otmann_distance(
     tm1, tm2 = g1.total_mass, g2.total_mass
     a = np.append(g1.masses, tm2)
     b = np.append(g2.masses, tm1)
-    plan = ot.emd(a, b, c)
-    d = max(float((plan * c).sum()), 0.0)
+    d = max(_emd_cost(a, b, c), 0.0)
     return d, d / (tm1 + tm2)
+
+
+def _emd_cost(a: np.ndarray, b: np.ndarray, cost: np.ndarray) -> float:
+    """Exact optimal-transport cost ``min_P <P, cost>`` with marginals ``a`` and ``b``.
+
+    Calls POT's network-simplex solver directly on the nodes of positive mass: ``ot.emd``
+    spends ~85 % of its time on argument checks and backend dispatch for these tiny
+    problems (~10 x 12), and the PROLAS step computes ~5 000 distances (measured 38 us
+    per call against 5.5 us; same cost to 1e-15). Falls back to ``ot.emd`` if POT's
+    internal solver is not where this version expects it.
+    """
+    if _emd_c is None:  # pragma: no cover - depends on the POT version
+        return float((ot.emd(a, b, cost) * cost).sum())
+    rows, cols = a > 0, b > 0
+    sub = np.ascontiguousarray(cost[np.ix_(rows, cols)])
+    plan, total, _, _, code = _emd_c(a[rows], b[cols], sub, 100_000, 1)
+    if code != 1:  # not optimal (iteration limit): let POT handle and report it
+        return float((ot.emd(a, b, cost) * cost).sum())
+    return float(total)
 
 
 class ExpressionRegistry:
