@@ -65,6 +65,7 @@ import math
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import ot
@@ -185,6 +186,13 @@ class ExpressionGraph:
     def total_mass(self) -> float:
         return float(self.masses.sum())
 
+    @cached_property
+    def support(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(labels, masses, paths)`` of the nodes with positive mass: the only ones a
+        transport plan can move mass from or to (zero-mass nodes change no cost)."""
+        keep = self.masses > 0
+        return self.labels[keep], self.masses[keep], np.ascontiguousarray(self.paths[keep])
+
 
 def _path_lengths(n: int, edges: Iterable[tuple[int, int]], src: int, dst: int) -> np.ndarray:
     """``n x 6`` shortest/longest/random-walk hops from ``src`` and to ``dst`` (a DAG
@@ -269,16 +277,18 @@ def otmann_distance(
     """``(d, d_bar)`` between two expression graphs (exact OT with ``ot.emd``)."""
     config = config or OTConfig()
     lm = config.label_matrix() if label_matrix is None else label_matrix
-    n1, n2 = len(g1.masses), len(g2.masses)
-    c = np.zeros((n1 + 1, n2 + 1))
-    c_str = np.abs(g1.paths[:, None, :] - g2.paths[None, :, :]).mean(-1)
-    c[:n1, :n2] = lm[np.ix_(g1.labels, g2.labels)] + config.nu_str * c_str
-    c[:n1, n2] = 1.0
-    c[n1, :n2] = 1.0
-    c[n1, n2] = 0.0
+    (l1, m1, p1), (l2, m2, p2) = g1.support, g2.support
+    n1, n2 = len(m1), len(m2)
     tm1, tm2 = g1.total_mass, g2.total_mass
-    a = np.append(g1.masses, tm2)
-    b = np.append(g2.masses, tm1)
+    # nodes on the rows/columns plus one dummy each (unit cost to leave mass unmatched)
+    c = np.ones((n1 + 1, n2 + 1))
+    c[n1, n2] = 0.0
+    c_str = np.abs(p1[:, None, :] - p2[None, :, :]).mean(-1)
+    c[:n1, :n2] = lm[l1][:, l2] + config.nu_str * c_str
+    a = np.empty(n1 + 1)
+    a[:n1], a[n1] = m1, tm2
+    b = np.empty(n2 + 1)
+    b[:n2], b[n2] = m2, tm1
     d = max(_emd_cost(a, b, c), 0.0)
     return d, d / (tm1 + tm2)
 
@@ -295,8 +305,9 @@ def _emd_cost(a: np.ndarray, b: np.ndarray, cost: np.ndarray) -> float:
     if _emd_c is None:  # pragma: no cover - depends on the POT version
         return float((ot.emd(a, b, cost) * cost).sum())
     rows, cols = a > 0, b > 0
-    sub = np.ascontiguousarray(cost[np.ix_(rows, cols)])
-    plan, total, _, _, code = _emd_c(a[rows], b[cols], sub, 100_000, 1)
+    if not (rows.all() and cols.all()):
+        a, b, cost = a[rows], b[cols], cost[np.ix_(rows, cols)]
+    _, total, _, _, code = _emd_c(a, b, np.ascontiguousarray(cost), 100_000, 1)
     if code != 1:  # not optimal (iteration limit): let POT handle and report it
         return float((ot.emd(a, b, cost) * cost).sum())
     return float(total)
