@@ -65,7 +65,7 @@ from prolas.data import Dataset, load_csv
 from prolas.errors import DataError, OutputExistsError, ProlasError
 from prolas.expr import parse
 from prolas.gp import FitConfig, FitResult, GPScorer, fit_gp
-from prolas.pipeline import METHODS, SearchConfig, run_search
+from prolas.pipeline import METHODS, SearchConfig, run_search, search_data
 from prolas.search.cache import CachedScorer
 from prolas.search.evaluator import Evaluation, Evaluator, Score, SearchResult
 
@@ -204,6 +204,7 @@ class MethodSpec:
             checkpoint=config.checkpoint,
             surrogate=self.surrogate,
             acq_opt=self.acq_opt,
+            search_points=0,  # benchmarks thin by max_points themselves (run_grid)
         )
 
 
@@ -304,28 +305,8 @@ class BenchConfig:
 
 
 def thin(dataset: Dataset, max_points: int) -> Dataset:
-    """At most ``max_points`` evenly spaced points (by position in x order).
-
-    Keeps the first and last point and the full data's ``y_mean``/``y_std``, so
-    hyperparameters fitted on the thinning (for standardised y) are valid for the
-    full data. Returns ``dataset`` itself when it is short enough.
-    """
-    if dataset.n <= max_points:
-        return dataset
-    idx = dataset.spaced_indices(max_points)
-    x, y = dataset.x[idx].copy(), dataset.y[idx].copy()
-    x.setflags(write=False)
-    y.setflags(write=False)
-    return Dataset(
-        x,
-        y,
-        dataset.y_mean,
-        dataset.y_std,
-        dataset.path,
-        dataset.x_column,
-        dataset.y_column,
-        f"{dataset.name} (thinned to {len(idx)} of {dataset.n})",
-    )
+    """At most ``max_points`` evenly spaced points: :meth:`Dataset.thinned`."""
+    return dataset.thinned(max_points)
 
 
 def _load(path: Path) -> Dataset:
@@ -1193,6 +1174,21 @@ def synthetic_series(n: int, seed: int = 0) -> Dataset:
     return Dataset.from_arrays(x, y, name=f"synthetic-{n}")
 
 
+def daily_series(n: int, seed: int = 0) -> Dataset:
+    """``n`` daily observations from 2000-01-01 (x in decimal years): a linear trend, a
+    yearly cycle, a weekly cycle and noise. The span grows with n, like a user's data."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / 365.25
+    y = (
+        5.0
+        + 0.8 * t
+        + 2.0 * np.sin(2 * np.pi * t)
+        + 0.5 * np.sin(2 * np.pi * t * 365.25 / 7.0)
+        + 0.4 * rng.standard_normal(n)
+    )
+    return Dataset.from_arrays(2000.0 + t, y, name=f"daily-{n}")
+
+
 def _peak_rss_mb() -> float:
     import resource
 
@@ -1200,38 +1196,59 @@ def _peak_rss_mb() -> float:
 
 
 def _measure_fit(n: int, expression: str, restarts: int) -> dict:
-    """Worker: one fit at size n (fresh process), with peak memory."""
-    import tracemalloc
+    """Worker: one exact fit at size n (fresh process), with peak memory and the share of
+    its time spent in the linear algebra (Cholesky, solves, inverse)."""
+    from prolas.gram import linalg_seconds
 
-    import torch
-
-    torch.set_num_threads(1)
     ds = synthetic_series(n)
     fit_gp(expression, synthetic_series(50), FitConfig(restarts=2))  # warm-up (imports, kernels)
-    tracemalloc.start()
+    floor = linalg_seconds()
     t = time.perf_counter()
     fit = fit_gp(expression, ds, FitConfig(restarts=restarts))
     seconds = time.perf_counter() - t
-    _, peak_py = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    K = torch.eye(n, dtype=torch.float64) + 0.5
-    t = time.perf_counter()
-    for _ in range(5):
-        torch.linalg.cholesky(K)
-    chol = (time.perf_counter() - t) / 5
     return {
         "n": n,
         "seconds": seconds,
         "log_likelihood": fit.log_likelihood,
         "status": fit.status,
-        "cholesky_ms": 1000 * chol,
+        "linalg_fraction": (linalg_seconds() - floor) / seconds,
         "peak_rss_mb": _peak_rss_mb(),
-        "tracemalloc_peak_mb": peak_py / 2**20,
     }
 
 
+def _measure_pipeline(n: int, budget: int) -> dict:
+    """Worker: a default ``prolas fit`` (search on the subsample, refit on all n points)
+    on a daily-like synthetic series of n points, in a fresh process."""
+    ds = daily_series(n)
+    timed = _TimedScorer(GPScorer(search_data(ds, SearchConfig()), SearchConfig().fit_config))
+    t = time.perf_counter()
+    result, best = run_search(ds, SearchConfig(budget=budget), evaluator=Evaluator(timed, budget))
+    wall = time.perf_counter() - t
+    return {
+        "n": n,
+        "budget": budget,
+        "evaluations": result.evaluations,
+        "searched_points": search_data(ds, SearchConfig()).n,
+        "wall_seconds": wall,
+        "fit_seconds": timed.seconds,
+        "refit": best.approximation or "exact" if best is not None else None,
+        "best": best.expression if best is not None else None,
+        "status": best.status if best is not None else "no model",
+        "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+def growth_exponent(sizes: Sequence[float], seconds: Sequence[float]) -> float:
+    """Least-squares slope of log(seconds) against log(N): cost grows as N^slope."""
+    ok = [(n, s) for n, s in zip(sizes, seconds) if n > 0 and s > 0]
+    if len(ok) < 2:
+        return math.nan
+    logn, logs = np.log([n for n, _ in ok]), np.log([s for _, s in ok])
+    return float(np.polyfit(logn, logs, 1)[0])
+
+
 def _measure_restarts(repo: str, restarts: int) -> dict:
-    """Worker: benchmarks/core.py's batched-vs-loop measurement on airline."""
+    """Worker: benchmarks/core.py's restart-strategy measurement on airline."""
     import importlib.util
 
     path = Path(repo) / "benchmarks" / "core.py"
@@ -1242,7 +1259,7 @@ def _measure_restarts(repo: str, restarts: int) -> dict:
     spec.loader.exec_module(core)
     ds = load_csv(Path(repo) / "data" / "airline.csv")
     fit_gp("LIN*PER*SE + LIN*SE", synthetic_series(50), FitConfig(restarts=2))  # warm-up
-    res = core.loop_vs_batched(ds, "LIN*PER*SE + LIN*SE", restarts)
+    res = core.restart_strategies(ds, "LIN*PER*SE + LIN*SE", restarts)
     res["peak_rss_mb"] = _peak_rss_mb()
     return res
 
@@ -1320,24 +1337,38 @@ def run_performance(
     out: str | Path,
     *,
     sizes: Sequence[int] = (100, 300, 1000, 2000),
+    pipeline_sizes: Sequence[int] = (1000, 10_000, 100_000),
     expression: str = "LIN*PER*SE + SE",
     restarts: int = 4,
     search_budget: int = 20,
+    pipeline_budget: int = 50,
     data: str | Path = "data/airline.csv",
     repo: str | Path = ".",
     progress: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> Path:
-    """Measure and write ``OUT/PERFORMANCE.md``; each measurement in a fresh process."""
+    """Measure and write ``OUT/PERFORMANCE.md``; each measurement in a fresh process.
+
+    1. a default ``prolas fit`` (``pipeline_budget`` fits) against N (``pipeline_sizes``):
+       seconds, peak memory and the growth exponent;
+    2. one exact fit against N (``sizes``): seconds, share of the linear algebra, exponent;
+    3. restart strategies on airline (``benchmarks/core.py``);
+    4. evaluations per second of PROLAS and CKS searches on ``data``.
+    """
     log = log or (lambda s: None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     expression = str(parse(expression))
     machine = machine_description()
-    steps = len(sizes) + 3
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=steps, desc="performance", disable=not progress)
+    bar = tqdm(total=len(pipeline_sizes) + len(sizes) + 3, desc="performance", disable=not progress)
+    pipelines = []
+    for n in pipeline_sizes:
+        bar.set_postfix_str(f"prolas fit N={n}")
+        pipelines.append(_in_subprocess(_measure_pipeline, int(n), pipeline_budget))
+        log(f"N={n}: {pipelines[-1]['wall_seconds']:.0f} s, {pipelines[-1]['peak_rss_mb']:.0f} MB")
+        bar.update(1)
     fits = []
     for n in sizes:
         bar.set_postfix_str(f"fit N={n}")
@@ -1356,40 +1387,62 @@ def run_performance(
         bar.update(1)
     bar.close()
 
+    pipe_exp = growth_exponent([p["n"] for p in pipelines], [p["wall_seconds"] for p in pipelines])
+    fit_exp = growth_exponent([f["n"] for f in fits], [f["seconds"] for f in fits])
     lines = [
         "# Performance",
         "",
-        f"Command: `prolas bench --performance --sizes {','.join(map(str, sizes))} "
+        f"Command: `prolas bench --performance --pipeline-sizes "
+        f"{','.join(map(str, pipeline_sizes))} --pipeline-budget {pipeline_budget} "
+        f"--sizes {','.join(map(str, sizes))} "
         f"--restarts {restarts} --budget {search_budget} --out {out}`. Every measurement runs "
-        "in a fresh process after one small warm-up fit (imports and first-call costs are "
-        "not counted).",
+        "in a fresh process.",
         "",
         "## Machine",
         "",
         *machine,
         "",
-        f"## Seconds per evaluation against N (`{expression}`, {restarts} restart(s) per fit)",
+        f"## A default `prolas fit` against N ({pipeline_budget} fits)",
         "",
-        "Synthetic series (linear trend x yearly cycle + slow wiggle + noise, same process "
-        "and span for every N; `prolas.bench.synthetic_series`). Each size runs in a fresh "
-        "process: peak RSS is that process's maximum resident memory (Python, torch and "
-        "the fit); the tracemalloc peak counts Python-level allocations during the fit "
-        "only (torch's tensor memory is not traced by it). The fit screens all restarts on "
-        "an evenly spaced subsample of at most 200 points, then polishes the best 2 on it "
-        "and finally on all N points.",
+        "Daily synthetic series (`prolas.bench.daily_series`: trend + yearly + weekly cycle + "
+        "noise). The search runs on an evenly spaced subsample of at most "
+        f"{pipelines[0]['searched_points'] if pipelines else '-'} points; the best model is "
+        "then refitted on all N points (exact up to the refit limit, else SGPR). Peak RSS: "
+        "the process's maximum resident memory.",
         "",
-        "| N | seconds per evaluation | log-likelihood | one Cholesky (ms) | peak RSS (MB) "
-        "| tracemalloc peak (MB) |",
-        "|---|---|---|---|---|---|",
+        "| N | searched on | seconds | of which fitting | refit | best | peak RSS (MB) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in pipelines:
+        lines.append(
+            f"| {p['n']} | {p['searched_points']} | {p['wall_seconds']:.0f} | "
+            f"{p['fit_seconds']:.0f} | {p['refit']} ({p['status']}) | `{p['best']}` | "
+            f"{p['peak_rss_mb']:.0f} |"
+        )
+    lines += [
+        "",
+        f"Growth exponent (slope of log seconds against log N): **{pipe_exp:.2f}**.",
+        "",
+        f"## One exact fit against N (`{expression}`, {restarts} restart(s))",
+        "",
+        "Synthetic series on a fixed span (`prolas.bench.synthetic_series`). The fit screens "
+        "every restart on at most 200 evenly spaced points, then polishes the best 2 on all "
+        "N. Linear algebra: the share of the fit's time inside the Cholesky factorisation, "
+        "the solves and the inverse (`prolas.gram`).",
+        "",
+        "| N | seconds | log-likelihood | linear algebra | peak RSS (MB) |",
+        "|---|---|---|---|---|",
     ]
     for f in fits:
         lines.append(
             f"| {f['n']} | {f['seconds']:.2f} | {_fmt(f['log_likelihood'])} | "
-            f"{f['cholesky_ms']:.2f} | {f['peak_rss_mb']:.0f} | {f['tracemalloc_peak_mb']:.1f} |"
+            f"{100 * f['linalg_fraction']:.0f} % | {f['peak_rss_mb']:.0f} |"
         )
     lines += [
         "",
-        "## Batched restarts (`benchmarks/core.py: loop_vs_batched`, airline, "
+        f"Growth exponent: **{fit_exp:.2f}**.",
+        "",
+        "## Restarts (`benchmarks/core.py: restart_strategies`, airline, "
         "`LIN*PER*SE + LIN*SE`, R = 8, same initialisations)",
         "",
     ]
@@ -1399,21 +1452,15 @@ def run_performance(
         lines += [
             "| strategy | seconds | best log-likelihood | time vs prolas |",
             "|---|---|---|---|",
-            f"| prolas fit: batched screening + polish best 2 | {restart['prolas_s']:.2f} | "
-            f"{restart['prolas_ll']:.2f} | 1.0 |",
-            f"| Python loop, each restart to convergence | {restart['loop_s']:.2f} | "
-            f"{restart['loop_best_ll']:.2f} | {restart['loop_s'] / restart['prolas_s']:.1f}x |",
-            f"| one batched L-BFGS over all restarts | {restart['joint_s']:.2f} | "
-            f"{restart['joint_best_ll']:.2f} | {restart['joint_s'] / restart['prolas_s']:.1f}x |",
-            "",
-            f"Speedup of prolas's batched fit over the Python loop: "
-            f"{restart['loop_s'] / restart['prolas_s']:.1f}x (peak RSS "
-            f"{restart['peak_rss_mb']:.0f} MB).",
+            f"| prolas fit: screen every restart, polish the best 2 | {restart['prolas_s']:.2f} "
+            f"| {restart['prolas_ll']:.2f} | 1.0 |",
+            f"| every restart to convergence | {restart['all_s']:.2f} | "
+            f"{restart['all_best_ll']:.2f} | {restart['all_s'] / restart['prolas_s']:.1f}x |",
         ]
     lines += [
         "",
         f"## Evaluations per second during a search (`{data}`, budget {search_budget}, "
-        f"{restarts} restart(s) per fit, no fit cache)",
+        f"{restarts} restart(s) per fit, no fit cache, one process)",
         "",
         "| method | evaluations | wall s | fitting s | strategy s | evaluations / s "
         "| best | peak RSS (MB) |",
@@ -1437,10 +1484,15 @@ def run_performance(
     ]
     path = out / "PERFORMANCE.md"
     path.write_text("\n".join(lines) + "\n")
-    (out / "performance.json").write_text(
-        json.dumps(_json_safe({"fits": fits, "restarts": restart, "searches": searches}), indent=1)
-        + "\n"
-    )
+    payload = {
+        "pipelines": pipelines,
+        "pipeline_growth_exponent": pipe_exp,
+        "fits": fits,
+        "fit_growth_exponent": fit_exp,
+        "restarts": restart,
+        "searches": searches,
+    }
+    (out / "performance.json").write_text(json.dumps(_json_safe(payload), indent=1) + "\n")
     return path
 
 

@@ -14,18 +14,29 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from prolas.data import Dataset
 from prolas.errors import ProlasError
 from prolas.gp import FitConfig, FitResult, GPScorer, fit_gp
+from prolas.limits import EXACT_REFIT_LIMIT, SEARCH_POINTS
 from prolas.search.evaluator import Evaluation, Evaluator, SearchResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.journal import Journal
 
-__all__ = ["SearchConfig", "METHODS", "make_evaluator", "run_search", "best_fit"]
+__all__ = [
+    "SearchConfig",
+    "METHODS",
+    "make_evaluator",
+    "run_search",
+    "best_fit",
+    "search_data",
+    "refit",
+    "SEARCH_POINTS",
+    "EXACT_REFIT_LIMIT",
+]
 
 METHODS = ("prolas", "cks", "random", "structural")
 
@@ -52,6 +63,9 @@ class SearchConfig:
         warm_start: PROLAS: how many of the initial design's 10 points are the
             meta-learned portfolio of expressions that ranked well on other benchmark
             series (:mod:`prolas.search.portfolio`); 0 for a Sobol design only.
+        search_points: longer series are searched on this many evenly spaced points
+            (exact GPs; :meth:`Dataset.thinned`) and the best model is then refitted on
+            all points (:func:`refit`); 0 searches on all points.
     """
 
     method: str = "prolas"
@@ -67,6 +81,7 @@ class SearchConfig:
     acq_opt: str = "ea"
     latent_surrogate: str = "ot"
     warm_start: int = 10
+    search_points: int = SEARCH_POINTS
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -79,6 +94,8 @@ class SearchConfig:
             raise ProlasError("--batch must be at least 1")
         if self.depth < 1:
             raise ProlasError("--depth must be at least 1")
+        if self.search_points != 0 and self.search_points < 20:
+            raise ProlasError("--search-points must be 0 (all points) or at least 20")
         from prolas.search.latent import SURROGATES, LatentBOConfig
 
         if self.latent_surrogate not in SURROGATES:
@@ -123,9 +140,14 @@ def run_search(
 ) -> tuple[SearchResult, FitResult | None]:
     """Run the configured search and return ``(SearchResult, best FitResult)``.
 
+    A series longer than ``config.search_points`` is searched on an evenly spaced
+    subsample (:func:`search_data`) and the best model refitted on all points
+    (:func:`refit`).
+
     Args:
         evaluator: use this Evaluator (else one is made from ``executor`` and
-            ``on_result``; see :func:`make_evaluator`).
+            ``on_result``; see :func:`make_evaluator`); it must score
+            ``search_data(dataset, config)``.
         executor: where the fits run (:func:`prolas.executors.make_executor`);
             ``None`` fits in-process. Batches are fitted in parallel, with the same
             result as sequential fitting.
@@ -133,11 +155,41 @@ def run_search(
             appended to it before the search moves on, and the evaluations it
             already holds are replayed without refitting (resume).
     """
-    ev = evaluator or make_evaluator(dataset, config, executor=executor, on_result=on_result)
+    searched = search_data(dataset, config)
+    ev = evaluator or make_evaluator(searched, config, executor=executor, on_result=on_result)
     if journal is not None:
         journal.attach(ev)
-    result = _STRATEGIES[config.method](ev, dataset, config, log or (lambda s: None))
-    return result, best_fit(result, dataset, config)
+    result = _STRATEGIES[config.method](ev, searched, config, log or (lambda s: None))
+    best = best_fit(result, searched, config)
+    if best is not None and searched is not dataset:
+        if log:
+            log(f"refitting {best.expression} on all {dataset.n} points")
+        best = refit(best, dataset, config)
+    return result, best
+
+
+def search_data(dataset: Dataset, config: SearchConfig) -> Dataset:
+    """The points a search runs on: all of them, or an evenly spaced subsample of
+    ``config.search_points`` (same standardisation, so its fits hold for all points)."""
+    if config.search_points and dataset.n > config.search_points:
+        return dataset.thinned(config.search_points)
+    return dataset
+
+
+def refit(fit: FitResult, dataset: Dataset, config: SearchConfig) -> FitResult:
+    """Refit a model chosen on a subsample on all of ``dataset``, starting from its fit.
+
+    Exact (``fit_gp`` warm-started at ``fit``, so never worse than conditioning on
+    its hyperparameters) up to :data:`EXACT_REFIT_LIMIT` points; beyond, the SGPR
+    collapsed bound (:func:`prolas.scalable.refit_sgpr`), whose ``log_likelihood`` is a
+    lower bound and is marked by ``approximation``. A failed refit returns the failure
+    (with its reason), never the subsample's numbers as if they were the full data's.
+    """
+    if dataset.n <= EXACT_REFIT_LIMIT:
+        return fit_gp(fit.expression, dataset, replace(config.fit_config, restarts=1), init=fit)
+    from prolas.scalable import refit_sgpr
+
+    return refit_sgpr(fit, dataset)
 
 
 def best_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> FitResult | None:
