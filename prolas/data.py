@@ -3,9 +3,19 @@
 Conventions (DESIGN.md): inputs are 1-D in the data's own units; y is standardised
 before fitting, ``y' = (y - mean) / std`` with ``ddof = 0``.
 
-Column choice when ``x``/``y`` are not named: the first two numeric columns; a single
-numeric column is y with ``x = 0..N-1``; a date/datetime column becomes x in decimal
-years (``2001-07-02`` -> 2001.5).
+Column choice when ``x``/``y`` are not named: a column literally named ``y`` is y and
+one literally named ``x`` is x (each is used or rejected, never skipped for another
+column); otherwise the first two numeric columns; a single numeric column is y with
+``x = 0..N-1``; a date/datetime column becomes x in decimal years
+(``2001-07-02`` -> 2001.5).
+
+Valid values (:meth:`Dataset.from_arrays`): finite, at most :data:`MAX_MAGNITUDE` in
+magnitude (float64 ends at 1.8e308; predictions and plots extend beyond the data and
+need headroom), at least two distinct x values, y not constant to 12 significant
+digits. The mean and standard deviation of y are computed on y scaled by a power of
+two (bit-identical to ``y.mean()``/``y.std()`` wherever those do not overflow or
+underflow), so y of any scale from ``1e-300`` to ``1e300`` standardises to finite
+values; x is rescaled inside the fit, ``t = (x - x0) / span``.
 
 >>> ds = Dataset.from_arrays([0.0, 1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 5.0, 4.0])
 >>> round(float(ds.y_standardised.mean()), 12), ds.n
@@ -14,6 +24,7 @@ years (``2001-07-02`` -> 2001.5).
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +34,43 @@ import pandas as pd
 
 from prolas.errors import DataError
 
-__all__ = ["Dataset", "load_csv", "extrapolation_split", "MIN_POINTS"]
+__all__ = ["Dataset", "load_csv", "extrapolation_split", "MIN_POINTS", "MAX_MAGNITUDE"]
 
 #: Fewer points than this cannot support a kernel search.
 MIN_POINTS = 5
+
+#: Largest accepted magnitude of an x or y value: float64 ends at 1.8e308, and the
+#: fit, the extrapolation (plots run 20 % of the span beyond the data) and the
+#: predictive bands need room above the data's own scale.
+MAX_MAGNITUDE = 1e300
+
+#: y is constant when its standard deviation is below this fraction of its largest
+#: magnitude (equal to 12 significant digits), whatever its scale.
+CONSTANT_TOLERANCE = 1e-12
+
+
+def _csv_lines(bad: np.ndarray) -> str:
+    """``"3, 7, 9 ..."``: CSV line numbers (header = line 1) of the first 5 flagged rows."""
+    rows = ", ".join(str(i + 2) for i in np.flatnonzero(bad)[:5])
+    return rows + (" ..." if bad.sum() > 5 else "")
+
+
+def _moments(v: np.ndarray) -> tuple[float, float]:
+    """Mean and standard deviation (``ddof = 0``) of ``v`` without overflow or underflow.
+
+    Computed on ``v / 2**e`` with ``2**e`` the power of two just above ``max |v|``
+    and scaled back: dividing by a power of two is exact, so the result is bit-identical
+    to ``v.mean()``/``v.std()`` wherever those are finite and not subnormal, and stays
+    finite (and non-zero for non-constant data) for values up to 1.8e308 and down to
+    the smallest normal floats, where squaring would overflow (1e200**2) or underflow
+    (1e-200**2).
+    """
+    peak = float(np.max(np.abs(v)))
+    if peak == 0.0:
+        return 0.0, 0.0
+    scale = math.ldexp(1.0, math.frexp(peak)[1])
+    z = v / scale
+    return float(z.mean()) * scale, float(z.std()) * scale
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,7 +104,15 @@ class Dataset:
         x_column: str = "x",
         y_column: str = "y",
     ) -> Dataset:
-        """Validate, sort by x and compute the standardisation constants."""
+        """Validate, sort by x and compute the standardisation constants.
+
+        Checked, each failure a one-line :class:`DataError`: x and y have the same
+        length; every value is finite (NaN/inf, with the CSV lines) and at most
+        :data:`MAX_MAGNITUDE` in magnitude; at least :data:`MIN_POINTS` points; y is
+        not constant (standard deviation at least :data:`CONSTANT_TOLERANCE` of its
+        largest magnitude) and standardises to finite values; x has two distinct
+        values and a finite span.
+        """
         x = np.asarray(x, dtype=np.float64).reshape(-1)
         y = np.asarray(y, dtype=np.float64).reshape(-1)
         if x.shape != y.shape:
@@ -68,19 +120,33 @@ class Dataset:
         for label, v in ((x_column, x), (y_column, y)):
             bad = ~np.isfinite(v)
             if bad.any():
-                rows = ", ".join(str(i + 2) for i in np.flatnonzero(bad)[:5])
-                more = " ..." if bad.sum() > 5 else ""
                 raise DataError(
                     f"{path}: column {label!r} has {int(bad.sum())} NaN/inf value(s) "
-                    f"(CSV line {rows}{more}); fix them or pass --dropna"
+                    f"(CSV line {_csv_lines(bad)}); fix them or pass --dropna"
+                )
+        for label, v in ((x_column, x), (y_column, y)):
+            huge = np.abs(v) > MAX_MAGNITUDE
+            if huge.any():
+                raise DataError(
+                    f"{path}: column {label!r} has {int(huge.sum())} value(s) beyond "
+                    f"{MAX_MAGNITUDE:.0e} in magnitude (CSV line {_csv_lines(huge)}, "
+                    f"largest {float(np.max(np.abs(v))):.3g}); rescale the column"
                 )
         if x.size < MIN_POINTS:
             raise DataError(f"{path}: {x.size} data points; at least {MIN_POINTS} are needed")
-        std = float(y.std())  # ddof = 0 (DESIGN.md)
-        if not std > 0 or std < 1e-12 * max(1.0, float(np.abs(y).max())):
+        mean, std = _moments(y)  # ddof = 0 (DESIGN.md)
+        if not std > 0 or std < CONSTANT_TOLERANCE * float(np.max(np.abs(y))):
             raise DataError(f"{path}: column {y_column!r} is constant; nothing to model")
-        if np.ptp(x) <= 0:
+        if not np.all(np.isfinite((y - mean) / std)):  # a guard: |y| <= 1e300 keeps this true
+            raise DataError(
+                f"{path}: column {y_column!r} cannot be standardised in float64 "
+                f"(mean {mean:.3g}, std {std:.3g}); rescale the column"
+            )
+        span = float(np.max(x) - np.min(x))
+        if not span > 0:
             raise DataError(f"{path}: column {x_column!r} is constant; need distinct inputs")
+        if not math.isfinite(span):  # a guard: |x| <= 1e300 keeps this true
+            raise DataError(f"{path}: column {x_column!r} spans more than float64 can hold")
         order = np.argsort(x, kind="stable")
         x, y = x[order], y[order]
         n_dup = x.size - np.unique(x).size
@@ -91,7 +157,7 @@ class Dataset:
             )
         x.setflags(write=False)
         y.setflags(write=False)
-        return cls(x, y, float(y.mean()), std, path, x_column, y_column, name)
+        return cls(x, y, mean, std, path, x_column, y_column, name)
 
     # --- derived quantities ------------------------------------------------------------
     @property
@@ -215,14 +281,17 @@ def load_csv(
 
     Args:
         path: CSV file with a header row.
-        x, y: column names; by default the first two numeric (or date) columns, or a
-            single column as y with ``x = 0..N-1``.
+        x, y: column names; by default the columns named ``x`` and ``y`` if present,
+            else the first two numeric (or date) columns, or a single column as y
+            with ``x = 0..N-1``. A chosen column that is not numeric is an error
+            naming it and its first bad CSV line, never a switch to another column.
         dropna: drop rows whose x or y is NaN/inf (reported with a warning) instead
             of failing.
 
     Raises:
         DataError: missing/unreadable file, absent column (lists those present), no
-            numeric column, NaN/inf values, fewer than 5 points, constant y.
+            numeric column, a chosen column that is not numeric, NaN/inf values,
+            values beyond :data:`MAX_MAGNITUDE`, fewer than 5 points, constant y.
     """
     p = Path(path)
     if not p.exists():
@@ -253,6 +322,12 @@ def load_csv(
             or _mostly_numeric(s)
         ):
             usable.append(c)
+    # a column literally named y (x) is y (x): used, or rejected by _as_numeric with
+    # the first bad line, but never skipped in favour of another column
+    if y is None and "y" in df.columns and x != "y":
+        y = "y"
+    if x is None and "x" in df.columns and y != "x":
+        x = "x"
     if x is None and y is None:
         if not usable:
             raise DataError(f"{p}: no numeric column found (columns are {present})")

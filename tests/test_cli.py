@@ -99,6 +99,21 @@ def test_fit_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
         ("x,y\n1,2\n2,3\n3,4\n", [], "at least 5"),
         ("x,y\n1,2\n2,2\n3,2\n4,2\n5,2\n6,2\n", [], "constant"),
         ("x,y\n1,2\n2,3\n3,1\n4,5\n5,6\n", ["--warm-start", "11"], "--warm-start must be"),
+        # a text y column is an error naming it and its first bad line, never a silent
+        # fit of another column (issue 16)
+        ("x,y\n1,a\n2,b\n3,c\n4,d\n5,e\n6,f\n", [], "column 'y' is not numeric (CSV line 2"),
+        ("x,y\n1,a\n2,b\n3,c\n4,d\n5,e\n6,f\n", ["--y", "y"], "column 'y' is not numeric"),
+        # values near the float limit: no room to standardise, extrapolate and plot
+        (
+            "x,y\n" + "".join(f"{i},{(-1) ** i}e308\n" for i in range(8)),
+            [],
+            "column 'y' has 8 value(s) beyond 1e+300",
+        ),
+        (
+            "x,y\n" + "".join(f"{1 + i / 10}e308,{(i * 7) % 5}\n" for i in range(8)),
+            [],
+            "column 'x' has 8 value(s) beyond 1e+300",
+        ),
     ],
 )
 def test_bad_input_one_line_error(tmp_path, capsys, content, extra, fragment) -> None:
