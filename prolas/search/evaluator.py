@@ -7,6 +7,13 @@ enforces the budget. Strategies are therefore comparable evaluation for evaluati
 The scoring function is pluggable: :class:`prolas.gp.GPScorer` fits a GP and
 returns its BIC; tests use a cheap synthetic table of scores.
 
+Every score passes :func:`checked_score` before it enters the history: an ``"ok"``
+score whose BIC or log-likelihood, or whose attached fit (its ``to_json()`` block:
+terms, factors, noise variance), holds a number that is not finite becomes a failed
+evaluation naming the first such number; a scorer that raises becomes a failed
+evaluation with the exception's one-line reason. Nothing non-finite therefore
+reaches the journal, result.json, the report or a plot through an ``"ok"`` entry.
+
 >>> from prolas.expr import parse
 >>> ev = Evaluator(TableScorer({"SE": 1.0, "PER": 2.0}), budget=2)
 >>> ev.evaluate(parse("PER")).bic
@@ -28,6 +35,9 @@ from prolas.expr import Expression, parse
 
 __all__ = [
     "Score",
+    "checked_score",
+    "first_non_finite",
+    "one_line",
     "Scorer",
     "Evaluation",
     "Evaluator",
@@ -57,6 +67,141 @@ class Score:
     @classmethod
     def failed(cls, expr: Expression, error: str, seconds: float = 0.0) -> Score:
         return cls(str(expr), "failed", None, None, expr.n_params, seconds, error)
+
+
+#: Longest error text kept for a failed evaluation (one line in result.json and report.md).
+MAX_ERROR_CHARS = 300
+
+
+def one_line(text: object, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` as one line: whitespace runs (newlines included) collapsed to one
+    space, cut to ``limit`` characters with an ellipsis.
+
+    >>> one_line("Cholesky failed\\n  at restart 3")
+    'Cholesky failed at restart 3'
+    """
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _exception_reason(exc: BaseException, note: str = "") -> str:
+    """``"<note>TypeName: message"`` on one line (the message may be empty)."""
+    msg = one_line(exc)
+    return one_line(f"{note}{type(exc).__name__}" + (f": {msg}" if msg else ""))
+
+
+def first_non_finite(obj: Any, path: str = "") -> str | None:
+    """The first number in a nested JSON-like value that is not finite, or ``None``.
+
+    Walks dicts (in key order), lists and tuples; a float, NumPy floating scalar or
+    zero-dimensional array that is NaN or infinite is reported as
+    ``"<path> = <value>"``, e.g. ``"terms[0].factors[1].period = inf"``. Integers,
+    booleans, strings and ``None`` are fine.
+
+    >>> first_non_finite({"terms": [{"variance": 1.0, "factors": [{"period": float("inf")}]}]})
+    'terms[0].factors[0].period = inf'
+    >>> first_non_finite({"bic": -3.5, "error": None}) is None
+    True
+    """
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found = first_non_finite(v, f"{path}.{k}" if path else str(k))
+            if found is not None:
+                return found
+        return None
+    if isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            found = first_non_finite(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(obj, bool) or obj is None or isinstance(obj, (str, int)):
+        return None
+    try:
+        value = float(obj)
+    except (TypeError, ValueError):
+        return None  # not a number (the JSON encoder judges other types)
+    return None if math.isfinite(value) else f"{path or 'value'} = {value}"
+
+
+def _score_problem(score: Score) -> str | None:
+    """Why an ``"ok"`` score cannot be trusted (see :func:`checked_score`), or ``None``."""
+    for name in ("bic", "log_likelihood"):
+        v = getattr(score, name)
+        if v is None or isinstance(v, bool):
+            return f"an ok score without {name}"
+        try:
+            value = float(v)
+        except (TypeError, ValueError):
+            return f"{name} is not a number ({v!r})"
+        if not math.isfinite(value):
+            return f"non-finite {name} = {value}"
+    fit = score.fit
+    if fit is None:
+        return None
+    status = getattr(fit, "status", "ok")
+    if status != "ok":
+        return f"the score is ok but its fit is {status!r}"
+    to_json = getattr(fit, "to_json", None)
+    if to_json is None:
+        return None
+    try:
+        block = to_json()
+    except Exception as exc:  # a fit that cannot be written cannot be journalled either
+        return f"the fit cannot be serialised ({_exception_reason(exc)})"
+    found = first_non_finite(block)
+    if found is None:
+        return None
+    name = found.split(" = ", 1)[0]
+    kind = (
+        "score"
+        if name in ("bic", "log_likelihood")
+        else "noise variance"
+        if name == "noise_variance"
+        else "hyperparameter"
+    )
+    return f"non-finite {kind}: {found}"
+
+
+def checked_score(score: Any, expr: Expression) -> Score:
+    """The score as it may enter the history.
+
+    Checked, for ``status == "ok"``: ``bic`` and ``log_likelihood`` are finite
+    numbers; the attached ``fit`` (if any) has status ``"ok"`` and every number of
+    its ``to_json()`` block (log-likelihood, BIC, each term's variance, each factor's
+    shape parameters, the noise variance) is finite. A failing check turns the score
+    into a failed one (``bic``/``log_likelihood``/``fit`` dropped) whose ``error``
+    names the first offending number, e.g. ``"non-finite hyperparameter:
+    terms[0].factors[1].period = inf"``. Anything that is not a :class:`Score`
+    becomes a failed score; a status other than ``"ok"``/``"failed"`` is failed; an
+    ok score's ``error`` is cleared; an error text is made one line (a failed score
+    without one gets a placeholder); ``seconds`` that is not a finite non-negative
+    number becomes ``nan`` (written as ``null``: the timing is unknown, the
+    evaluation itself is not affected).
+    """
+    if not isinstance(score, Score):
+        return Score.failed(expr, f"scorer returned {type(score).__name__}, not a Score")
+    try:
+        seconds = float(score.seconds)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        seconds = math.nan
+    if score.status == "ok":
+        problem = _score_problem(score)
+        if problem is None:
+            if seconds == score.seconds and score.error is None:
+                return score
+            return replace(score, seconds=seconds, error=None)  # an ok entry has no error
+        return Score(str(expr), "failed", None, None, expr.n_params, seconds, one_line(problem))
+    if score.status != "failed":
+        reason = f"unknown status {score.status!r}" + (f": {score.error}" if score.error else "")
+        return Score(str(expr), "failed", None, None, expr.n_params, seconds, one_line(reason))
+    error = one_line(score.error) if score.error else "failed (no reason recorded)"
+    if score.bic is None and score.log_likelihood is None and score.fit is None:
+        if error == score.error and seconds == score.seconds:
+            return score
+    return Score(str(expr), "failed", None, None, expr.n_params, seconds, error)
 
 
 class Scorer(Protocol):
@@ -331,6 +476,7 @@ class Evaluator:
         self._cache[ev.expression] = ev
 
     def _record(self, e: Expression, s: Score) -> None:
+        s = checked_score(s, e)
         ev = Evaluation(
             index=self.n_unique + 1,
             expression=str(e),
@@ -347,9 +493,19 @@ class Evaluator:
             self.on_result(ev)
 
     def _run(self, exprs: list[Expression], emit: Callable[[int, Score], None]) -> None:
-        """Score ``exprs``, calling ``emit(i, score)`` for i = 0, 1, ... in order."""
+        """Score ``exprs``, calling ``emit(i, score)`` for i = 0, 1, ... in order.
+
+        Every score is passed through :func:`checked_score` first, so ``emit`` always
+        gets a :class:`Score` (a scorer returning ``None`` would otherwise stall the
+        in-order emission).
+        """
         if not exprs:
             return
+        raw_emit = emit
+
+        def emit(i: int, score: Any) -> None:
+            raw_emit(i, checked_score(score, exprs[i]))
+
         if self.executor is None:
             for i, e in enumerate(exprs):
                 emit(i, self._call_safely(e))
@@ -394,7 +550,7 @@ class Evaluator:
                             attempts[i] += 1
                             if attempts[i] > self.retries:
                                 scores[i] = Score.failed(
-                                    exprs[i], f"worker error: {type(exc).__name__}: {exc}"
+                                    exprs[i], _exception_reason(exc, "worker error: ")
                                 )
                     flush()
             shared_breaks += broke
@@ -405,9 +561,7 @@ class Evaluator:
         try:
             return self.scorer(expr)
         except Exception as exc:  # the scorer must never crash the search: record the reason
-            return Score.failed(
-                expr, f"{note}{type(exc).__name__}: {exc}", time.perf_counter() - t0
-            )
+            return Score.failed(expr, _exception_reason(exc, note), time.perf_counter() - t0)
 
     def result(self, method: str, seed: int, extra: dict | None = None) -> SearchResult:
         """The search so far; preloaded evaluations never replayed are appended last."""
