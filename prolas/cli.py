@@ -511,7 +511,6 @@ def _add_execution_args(p: argparse.ArgumentParser) -> None:
 
 def _write_partial(out, dataset, config, ev, journal) -> int:
     """Ctrl-C: write a valid result.json of the evaluations finished so far; exit 130."""
-    import json
     import os
 
     from prolas import report
@@ -534,7 +533,7 @@ def _write_partial(out, dataset, config, ev, journal) -> int:
         checkpoint=config.checkpoint if config.method == "prolas" else None,
     )
     tmp = out / "result.json.partial"
-    tmp.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    tmp.write_text(report.dumps_strict(doc, what=str(out / "result.json"), indent=2) + "\n")
     os.replace(tmp, out / "result.json")
     print(
         f"prolas: interrupted after {result.evaluations} of {config.budget} evaluations; "

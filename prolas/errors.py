@@ -37,5 +37,13 @@ class FitError(ProlasError):
     """Every attempt to fit a GP failed (the evaluation is recorded as failed)."""
 
 
+class NonFiniteError(ProlasError, ValueError):
+    """A number about to be written (journal line, result.json) is NaN or infinite.
+
+    The Evaluator turns non-finite fits into failed evaluations, so this means a bug
+    upstream; the strict writer refuses rather than write invalid JSON or ``null``.
+    """
+
+
 class NumericsWarning(RuntimeWarning):
     """Numerical trouble that was handled (jitter added, restart dropped, clipping)."""

@@ -18,6 +18,13 @@ Every line is written, flushed and ``fsync``-ed by :meth:`Journal.append` from t
 Evaluator's ``on_result`` hook, i.e. before the search sees the result and moves on.
 Durability therefore costs one fsync (≈ milliseconds) per GP fit (≈ seconds).
 
+Lines are strict JSON (:func:`prolas.report.dumps_strict`): an ``"ok"`` entry's
+numbers and its fitted model are finite (the Evaluator fails any fit that is not,
+:func:`~prolas.search.evaluator.checked_score`), a failed entry's BIC and
+log-likelihood are ``null`` and an unknown timing is ``null``; anything else
+non-finite raises :class:`~prolas.errors.NonFiniteError` instead of writing ``NaN``.
+Reading rejects ``NaN``/``Infinity`` tokens as corrupt.
+
 Reading. A last line that does not parse (a write cut off by a crash or power cut)
 is dropped with a :class:`JournalWarning` and cut from the file before appending;
 a bad line anywhere else is a :class:`JournalError` naming the line.
@@ -56,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 from prolas.errors import OutputExistsError, ProlasError
 from prolas.expr import parse
-from prolas.report import HISTORY_KEYS
+from prolas.report import HISTORY_KEYS, dumps_strict
 from prolas.search.evaluator import Evaluation, Evaluator
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -147,20 +154,38 @@ def _finite(v: float | None) -> float | None:
 
 
 def entry_to_json(ev: Evaluation, elapsed: float) -> dict[str, Any]:
-    """One journal line for an evaluation (non-finite numbers become null)."""
+    """One journal line for an evaluation.
+
+    A failed entry's non-finite BIC/log-likelihood and any non-finite timing
+    (``seconds``, ``elapsed``, the fit's ``seconds``) become ``null``; the fitted
+    model is kept only for an ``"ok"`` entry. An ``"ok"`` entry's numbers are left
+    as they are, so that a non-finite one is refused by the strict writer.
+    """
     from prolas.gp import FitResult
 
     d: dict[str, Any] = {k: getattr(ev, k) for k in _ENTRY_KEYS}
-    for k in ("bic", "log_likelihood", "seconds"):
-        d[k] = _finite(d[k])
-    d["elapsed"] = round(float(elapsed), 4)
+    if d["status"] != "ok":
+        for k in ("bic", "log_likelihood"):
+            d[k] = _finite(d[k])
+    d["seconds"] = _finite(d["seconds"])
+    d["elapsed"] = _finite(round(float(elapsed), 4))
     fit = ev.fit
-    if isinstance(fit, FitResult) and fit.ok:
+    if d["status"] == "ok" and isinstance(fit, FitResult) and fit.ok:
         best = fit.to_json()
-        d["fit"] = {**best, "n": fit.n, "seconds": fit.seconds, "restarts": fit.restarts}
+        d["fit"] = {**best, "n": fit.n, "seconds": _finite(fit.seconds), "restarts": fit.restarts}
     else:
         d["fit"] = None
     return d
+
+
+def _reject_constant(token: str) -> float:
+    """``json.loads`` hook: ``NaN``/``Infinity`` are not JSON, so a line holding one is corrupt."""
+    raise ValueError(f"non-finite number {token} (not JSON)")
+
+
+def _number_or_nan(v: Any) -> float:
+    """A JSON number, or NaN for ``null`` (a timing that was not finite when written)."""
+    return math.nan if v is None else float(v)
 
 
 def entry_from_json(d: Any) -> tuple[Evaluation, float]:
@@ -181,7 +206,7 @@ def entry_from_json(d: Any) -> tuple[Evaluation, float]:
     if d["fit"] is not None:
         f = d["fit"]
         fit = FitResult.from_json(f, n=int(f["n"]))
-        fit = replace(fit, seconds=float(f["seconds"]), restarts=int(f["restarts"]))
+        fit = replace(fit, seconds=_number_or_nan(f["seconds"]), restarts=int(f["restarts"]))
     ev = Evaluation(
         index=d["index"],
         expression=expr,
@@ -189,11 +214,12 @@ def entry_from_json(d: Any) -> tuple[Evaluation, float]:
         bic=d["bic"],
         log_likelihood=d["log_likelihood"],
         n_params=int(d["n_params"]),
-        seconds=float(d["seconds"] if d["seconds"] is not None else math.nan),
+        seconds=_number_or_nan(d["seconds"]),
         error=d["error"],
         fit=fit,
     )
-    return ev, float(d["elapsed"])
+    elapsed = _number_or_nan(d["elapsed"])
+    return ev, elapsed if math.isfinite(elapsed) else 0.0
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -223,7 +249,7 @@ def read_journal(path: str | Path) -> tuple[dict | None, list[Evaluation], float
     for i, line in enumerate(lines):
         last = i == len(lines) - 1
         try:
-            d = json.loads(line.decode("utf-8"))
+            d = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
             if i == 0:
                 if not isinstance(d, dict) or d.get("prolas_journal") != FORMAT_VERSION:
                     raise JournalError(f"{path} is not a prolas journal (line 1 is no header)")
@@ -285,7 +311,7 @@ class Journal:
         path.parent.mkdir(parents=True, exist_ok=True)
         header = {"prolas_journal": FORMAT_VERSION, "fingerprint": fp}
         with open(path, "wb") as fh:
-            fh.write(json.dumps(header, allow_nan=False).encode() + b"\n")
+            fh.write(dumps_strict(header, what=f"{path} header").encode() + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
         return cls(path, fp, [], 0.0)
@@ -328,7 +354,8 @@ class Journal:
 
     def append(self, ev: Evaluation, elapsed: float) -> None:
         """Write one evaluation durably (write, flush, fsync) before returning."""
-        line = json.dumps(entry_to_json(ev, elapsed), allow_nan=False).encode() + b"\n"
+        line = dumps_strict(entry_to_json(ev, elapsed), what=f"{self.path} line").encode()
+        line += b"\n"
         self._fh.write(line)
         self._fh.flush()
         os.fsync(self._fh.fileno())

@@ -2,15 +2,21 @@
 
 * :func:`result_to_json` builds the result.json document exactly per DESIGN.md and
   :func:`validate_result_json` checks one (keys, types, history indices, failed
-  entries, BIC consistency, canonical term/factor order, k). Non-finite numbers are
-  written as ``null`` so ``json.dumps(..., allow_nan=False)`` always succeeds.
+  entries, BIC consistency, canonical term/factor order, k). In the history, an
+  ``"ok"`` entry with a non-finite BIC is written as failed and other non-finite
+  numbers (timings, a failed entry's log-likelihood) as ``null``; a best model with a
+  non-finite number is refused (:class:`~prolas.errors.NonFiniteError`).
+* :func:`dumps_strict` is the one JSON writer of result.json and journal lines: it
+  refuses NaN and infinities (naming where they are) instead of writing invalid JSON.
 * :func:`test_metrics` scores the best model on held-out data in y's original units:
 
       RMSE = sqrt(mean_i (y_i - m_i)^2),
       MLPD = mean_i log N(y_i | m_i, v_i),
 
   where ``m_i, v_i`` are :func:`prolas.gp.predict`'s mean and variance *including
-  the noise* (original units).
+  the noise* (original units). Predictions, metrics and plots are computed for the
+  standardised y and scaled back (``sd = sqrt(v') * y_std``, never ``v' * y_std**2``),
+  so data of any representable scale (``1e-300`` to ``1e300``) stays finite.
 * :func:`describe_fit` says each additive term in words, in the spirit of the
   Automatic Statistician (Lloyd et al. 2014), with its share of the variance of the
   fitted mean: for term t with posterior mean ``m_t`` on the data inputs,
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -36,12 +43,13 @@ import numpy as np
 
 from prolas import __version__
 from prolas.data import Dataset
-from prolas.errors import ExpressionError
+from prolas.errors import ExpressionError, NonFiniteError
 from prolas.expr import BASE_KERNELS, parse
 from prolas.gp import FitResult, decompose, predict
-from prolas.search.evaluator import Evaluation, SearchResult
+from prolas.search.evaluator import Evaluation, SearchResult, first_non_finite, one_line
 
 __all__ = [
+    "dumps_strict",
     "result_to_json",
     "validate_result_json",
     "test_metrics",
@@ -50,7 +58,13 @@ __all__ = [
     "write_report",
     "summary_table",
     "EXTRAPOLATE",
+    "ReportWarning",
 ]
+
+
+class ReportWarning(UserWarning):
+    """A part of the report (a plot) could not be made; the rest was written."""
+
 
 #: Plots extend this fraction of the data span beyond the last input.
 EXTRAPOLATE = 0.2
@@ -76,6 +90,28 @@ _TEST_KEYS = ("path", "n", "rmse", "mean_log_predictive_density")
 # --- result.json --------------------------------------------------------------------
 
 
+def dumps_strict(doc: Any, *, what: str = "JSON", indent: int | None = None) -> str:
+    """``json.dumps(doc, allow_nan=False)``, refusing a non-finite number by name.
+
+    The one writer of result.json and of journal lines. NaN and infinities are not
+    JSON; rather than write ``NaN`` (invalid) or silently ``null`` (a lost number),
+    it raises :class:`~prolas.errors.NonFiniteError` naming the first one, e.g.
+    ``"result.json: non-finite number best.terms[0].factors[1].period = inf"``.
+    Other types that are not JSON raise ``TypeError`` as ``json.dumps`` does.
+
+    >>> dumps_strict({"bic": 1.5})
+    '{"bic": 1.5}'
+    >>> dumps_strict({"bic": float("nan")}, what="journal line")
+    Traceback (most recent call last):
+    ...
+    prolas.errors.NonFiniteError: journal line: non-finite number bic = nan
+    """
+    found = first_non_finite(doc)
+    if found is not None:
+        raise NonFiniteError(f"{what}: non-finite number {found}")
+    return json.dumps(doc, indent=indent, allow_nan=False)
+
+
 def _clean(obj: Any) -> Any:
     """JSON-safe copy: numpy scalars -> Python, non-finite floats -> None, tuples -> lists."""
     if isinstance(obj, dict):
@@ -90,6 +126,35 @@ def _clean(obj: Any) -> Any:
         v = float(obj)
         return v if math.isfinite(v) else None
     return obj
+
+
+def _plain(obj: Any) -> Any:
+    """JSON-ready copy that keeps every value (numpy scalars -> Python, tuples -> lists)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj)
+    return obj
+
+
+def _best_block(best: FitResult | None) -> dict | None:
+    """The ``best`` block; a best model holding a non-finite number is refused."""
+    if best is None or not best.ok:
+        return None
+    block = _plain(best.to_json())
+    found = first_non_finite(block)
+    if found is not None:
+        raise NonFiniteError(
+            f"the best model {best.expression} holds a non-finite number (best.{found}); "
+            "its evaluations are kept in the journal"
+        )
+    return block
 
 
 def _history_entry(e: Evaluation) -> dict:
@@ -125,6 +190,9 @@ def result_to_json(
         test: optional test block from :func:`test_metrics`.
     Returns:
         A dict that ``json.dumps(..., allow_nan=False)`` accepts.
+    Raises:
+        NonFiniteError: ``best`` holds a NaN or infinite number (the Evaluator never
+            lets such a fit be "ok"; a refit could still produce one).
     """
     doc = {
         "prolas_version": __version__,
@@ -137,7 +205,7 @@ def result_to_json(
             "wall_seconds": _clean(round(float(result.wall_seconds), 3)),
             "checkpoint": checkpoint,
         },
-        "best": _clean(best.to_json()) if best is not None and best.ok else None,
+        "best": _best_block(best),
         "history": [_history_entry(e) for e in result.history],
     }
     if test is not None:
@@ -334,6 +402,29 @@ def validate_result_json(d: dict) -> None:
 # --- held-out metrics -----------------------------------------------------------------
 
 
+def _standardised_view(dataset: Dataset) -> Dataset:
+    """``dataset`` with y replaced by its standardised values (mean 0, std 1).
+
+    :func:`prolas.gp.predict` and :func:`prolas.gp.decompose` on this view return
+    standardised means and variances; the callers scale them back themselves
+    (``sd = sqrt(v') * y_std``), which stays finite where ``v' * y_std**2`` would
+    overflow (``y_std > 1e154``) or underflow (``y_std < 1e-154``).
+    """
+    y = dataset.y_standardised
+    y.setflags(write=False)
+    return Dataset(
+        dataset.x, y, 0.0, 1.0, dataset.path, dataset.x_column, dataset.y_column, dataset.name
+    )
+
+
+def _predictive(
+    fit: FitResult, dataset: Dataset, xs: np.ndarray, include_noise: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Predictive mean and standard deviation at ``xs`` in y's original units."""
+    mean, var = predict(fit, _standardised_view(dataset), xs, include_noise=include_noise)
+    return dataset.unstandardise(mean), np.sqrt(var) * dataset.y_std
+
+
 def test_metrics(fit: FitResult, train: Dataset, test: Dataset) -> dict:
     """RMSE and mean log predictive density of ``fit`` (fitted on ``train``) on ``test``.
 
@@ -341,11 +432,13 @@ def test_metrics(fit: FitResult, train: Dataset, test: Dataset) -> dict:
     ``N(m_i, v_i)`` with ``(m, v) = predict(fit, train, test.x, include_noise=True)``.
     Returns the result.json test block ``{path, n, rmse, mean_log_predictive_density}``.
     """
-    mean, var = predict(fit, train, test.x, include_noise=True)
-    resid = test.y - mean
-    rmse = float(np.sqrt(np.mean(resid**2)))
+    mean, var = predict(fit, _standardised_view(train), test.x, include_noise=True)
+    # residuals and variances in standardised units; scaled back in logs and once in
+    # the RMSE, so y values near the float limits neither overflow nor underflow
+    resid = train.standardise(test.y) - mean
+    rmse = float(np.sqrt(np.mean(resid**2))) * train.y_std
     var = np.maximum(var, np.finfo(np.float64).tiny)
-    lpd = -0.5 * (np.log(2 * np.pi * var) + resid**2 / var)
+    lpd = -0.5 * (np.log(2 * np.pi * var) + resid**2 / var) - math.log(train.y_std)
     return {
         "path": test.path,
         "n": test.n,
@@ -378,9 +471,9 @@ def _length(v: float, years: bool) -> str:
 
 def _term_shares(fit: FitResult, dataset: Dataset) -> tuple[list[float], list[np.ndarray]]:
     """Share of the variance of the fitted mean per term, and each term's mean on x."""
-    parts = decompose(fit, dataset, dataset.x)
-    means = [m for _, m, _ in parts]
-    v = np.array([float(np.var(m)) for m in means])
+    parts = decompose(fit, _standardised_view(dataset), dataset.x)
+    v = np.array([float(np.var(m)) for _, m, _ in parts])  # standardised: no overflow
+    means = [m * dataset.y_std for _, m, _ in parts]
     total = float(v.sum())
     shares = (v / total).tolist() if total > 0 else [0.0] * len(v)
     return shares, means
@@ -435,6 +528,21 @@ def flat_factors(fit: FitResult, dataset: Dataset) -> list[set[int]]:
                     flat.add(i)
             out.append(flat)
     return out
+
+
+def _slope(dataset: Dataset, mean_on_x: np.ndarray) -> float:
+    """Least-squares slope of ``mean_on_x`` (y units) against x (x units).
+
+    Fitted on ``t = (x - x0) / span`` and ``mean / y_std``, then scaled back, so that
+    huge or tiny x and y (``1e300``, ``1e-300``) neither overflow nor lose the fit;
+    the result may be ``inf`` when the slope itself is not representable.
+    """
+    if len(mean_on_x) < 2 or not dataset.span > 0:
+        return 0.0
+    t = (dataset.x - dataset.x[0]) / dataset.span
+    with np.errstate(over="ignore", invalid="ignore"):
+        slope_t = float(np.polyfit(t, np.asarray(mean_on_x) / dataset.y_std, 1)[0])
+        return slope_t * dataset.y_std / dataset.span
 
 
 def _describe_term(
@@ -502,7 +610,7 @@ def _describe_term(
     elif slow:
         core = "A smooth trend"
     elif lins:
-        slope = float(np.polyfit(dataset.x, mean_on_x, 1)[0]) if len(mean_on_x) > 1 else 0.0
+        slope = _slope(dataset, mean_on_x)
         direction = "rising" if slope > 0 else "falling"
         if len(lins) == 1:
             core = f"A linear trend ({direction}, about {slope:.3g} y units per x unit)"
@@ -606,6 +714,7 @@ def _report_markdown(
     top: int,
     test: dict | None,
     plots: list[str],
+    skipped: list[str] = (),
 ) -> str:
     s = doc["search"]
     lines = [
@@ -680,9 +789,10 @@ def _report_markdown(
             f"({dataset.y_column} units), mean log predictive density "
             f"{test['mean_log_predictive_density']:.4g} nats per point.",
         ]
-    if plots:
+    if plots or skipped:
         lines += ["", "## Plots", ""]
         lines += [f"![{Path(p).stem}]({p})" for p in plots]
+        lines += [f"- {_md_cell(s)}" for s in skipped]
     return "\n".join(lines) + "\n"
 
 
@@ -699,10 +809,18 @@ def _pyplot():
 
 
 def _plot_grid(dataset: Dataset, test_dataset: Dataset | None, n: int = 400) -> np.ndarray:
+    """``n`` inputs from the first input to ``EXTRAPOLATE`` of the span beyond the last
+    (and over the test inputs); the data's validation leaves room for this."""
     lo, hi = dataset.x[0], dataset.x[-1] + EXTRAPOLATE * dataset.span
     if test_dataset is not None:
         lo, hi = min(lo, test_dataset.x[0]), max(hi, test_dataset.x[-1])
     return np.linspace(lo, hi, n)
+
+
+def _drawable(values: np.ndarray) -> np.ndarray:
+    """Non-finite values as NaN: matplotlib leaves a gap instead of failing on inf."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.where(np.isfinite(values), values, np.nan)
 
 
 def plot_fit(
@@ -712,12 +830,10 @@ def plot_fit(
     ``EXTRAPOLATE`` of the span beyond the data; test points if given."""
     plt = _pyplot()
     xs = _plot_grid(dataset, test_dataset)
-    mean, var = predict(fit, dataset, xs, include_noise=True)
-    sd = np.sqrt(var)
+    mean, sd = _predictive(fit, dataset, xs, include_noise=True)
+    mean, lo, hi = (_drawable(v) for v in (mean, mean - 1.96 * sd, mean + 1.96 * sd))
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    ax.fill_between(
-        xs, mean - 1.96 * sd, mean + 1.96 * sd, color="C0", alpha=0.2, label="95% predictive band"
-    )
+    ax.fill_between(xs, lo, hi, color="C0", alpha=0.2, label="95% predictive band")
     ax.plot(xs, mean, color="C0", lw=1.5, label="posterior mean")
     ax.plot(dataset.x, dataset.y, "k.", ms=3, label="data")
     if test_dataset is not None:
@@ -738,14 +854,15 @@ def plot_components(path: Path, fit: FitResult, dataset: Dataset) -> Path:
     data mean) on the data range plus ``EXTRAPOLATE`` of the span."""
     plt = _pyplot()
     xs = _plot_grid(dataset, None)
-    parts = decompose(fit, dataset, xs)
+    parts = decompose(fit, _standardised_view(dataset), xs)
     shares, _ = _term_shares(fit, dataset)
     fig, axes = plt.subplots(
         len(parts), 1, figsize=(9, 2.4 * len(parts) + 0.4), sharex=True, squeeze=False
     )
-    for ax, (label, mean, var), share in zip(axes[:, 0], parts, shares):
-        sd = np.sqrt(var)
-        ax.fill_between(xs, mean - 2 * sd, mean + 2 * sd, color="C1", alpha=0.25)
+    for ax, (label, mean_z, var_z), share in zip(axes[:, 0], parts, shares):
+        mean, sd = mean_z * dataset.y_std, np.sqrt(var_z) * dataset.y_std
+        lo, hi, mean = (_drawable(v) for v in (mean - 2 * sd, mean + 2 * sd, mean))
+        ax.fill_between(xs, lo, hi, color="C1", alpha=0.25)
         ax.plot(xs, mean, color="C1", lw=1.3)
         ax.axvline(dataset.x[-1], color="0.6", ls="--", lw=0.8)
         ax.set_title(f"{label}  ({100 * share:.1f}% of the fitted variance)", fontsize=9)
@@ -824,26 +941,41 @@ def write_report(
 
     Creates ``out_dir`` if needed and overwrites only these five files (the CLI
     decides whether an existing result may be replaced). The fit and component plots
-    are skipped when no model was fitted successfully. Returns the written paths.
+    are skipped when no model was fitted successfully. result.json is serialised
+    first (:func:`dumps_strict`: a non-finite number raises before any file is
+    written) and written after the plots; a plot that cannot be drawn is skipped
+    with a warning and its reason in report.md, so the result is never lost to a
+    plotting problem. Returns the written paths.
     """
     out = Path(out_dir)
+    result_path = out / "result.json"
+    text = dumps_strict(result_json, what=str(result_path), indent=2) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     has_fit = best_fit is not None and best_fit.ok
     if test is None:
         test = result_json.get("test")
 
-    plots: list[Path] = []
+    drawings = []
     if has_fit:
-        plots.append(plot_fit(out / "fit.png", best_fit, dataset, test_dataset))
-        plots.append(plot_components(out / "components.png", best_fit, dataset))
-    plots.append(plot_convergence(out / "convergence.png", result))
+        drawings.append(("fit.png", lambda p: plot_fit(p, best_fit, dataset, test_dataset)))
+        drawings.append(("components.png", lambda p: plot_components(p, best_fit, dataset)))
+    drawings.append(("convergence.png", lambda p: plot_convergence(p, result)))
+    plots: list[Path] = []
+    skipped: list[str] = []
+    for name, draw in drawings:
+        try:
+            plots.append(draw(out / name))
+        except Exception as exc:  # a plot is not worth the result: say why, keep going
+            reason = one_line(f"{type(exc).__name__}: {exc}")
+            skipped.append(f"{name} could not be drawn ({reason})")
+            warnings.warn(f"{out / name} not drawn: {reason}", ReportWarning, stacklevel=2)
+            _pyplot().close("all")
 
-    path = out / "result.json"
-    path.write_text(json.dumps(result_json, indent=2, allow_nan=False) + "\n")
-    written.append(path)
+    result_path.write_text(text)
+    written.append(result_path)
     md = _report_markdown(
-        dataset, result, best_fit, result_json, top, test, [p.name for p in plots]
+        dataset, result, best_fit, result_json, top, test, [p.name for p in plots], skipped
     )
     path = out / "report.md"
     path.write_text(md)
