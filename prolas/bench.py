@@ -65,7 +65,7 @@ from prolas.data import Dataset, load_csv
 from prolas.errors import DataError, OutputExistsError, ProlasError
 from prolas.expr import parse
 from prolas.gp import FitConfig, FitResult, GPScorer, fit_gp
-from prolas.pipeline import METHODS, SearchConfig, run_search, search_data
+from prolas.pipeline import METHODS, SearchConfig, refit, run_search, search_data
 from prolas.search.cache import CachedScorer
 from prolas.search.evaluator import Evaluation, Evaluator, Score, SearchResult
 
@@ -789,9 +789,11 @@ def _final_model(
     if search is train:
         return fit, "same"
     if config.refit_full:
-        refit = fit_gp(fit.expression, train, config.fit_config)
-        if refit.ok:
-            return refit, "refit"
+        # the product's refit: warm-started at the thinning's fit (exact up to
+        # EXACT_REFIT_LIMIT points, else SGPR), so never worse than conditioning on it
+        full = refit(fit, train, SearchConfig(restarts=config.restarts, seed=config.fit_seed))
+        if full.ok:
+            return full, "refit"
     return fit, "conditioned"
 
 

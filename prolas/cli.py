@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 from prolas.errors import OutputExistsError, ProlasError
+from prolas.limits import EXACT_REFIT_LIMIT, SEARCH_POINTS
 
 EPILOG = """examples:
   prolas fit data/airline.csv                      # PROLAS search, 50 evaluations
@@ -86,6 +87,15 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         help="PROLAS: model BIC with a GP on the decoded expressions with the optimal-"
         "transport kernel (ot, default: measured better) or on the latent point (latent, "
         "the paper's Algorithm 2)",
+    )
+    g.add_argument(
+        "--search-points",
+        type=int,
+        default=SEARCH_POINTS,
+        metavar="M",
+        help=f"search a longer series on M evenly spaced points, then refit the best model "
+        f"on all points (exactly up to {EXACT_REFIT_LIMIT} points, beyond with a sparse "
+        f"variational GP); 0 searches on all points (default {SEARCH_POINTS})",
     )
     g.add_argument(
         "--warm-start",
@@ -258,7 +268,20 @@ def _add_bench_parser(sub) -> None:
     b.add_argument(
         "--sizes",
         default="100,300,1000,2000",
-        help="performance: series lengths N to time (--budget sets the timed searches' size)",
+        help="performance: series lengths N of one exact fit (--budget sets the timed "
+        "searches' size)",
+    )
+    b.add_argument(
+        "--pipeline-sizes",
+        default="1000,10000,100000",
+        help="performance: series lengths N of a default `prolas fit` (search on a "
+        "subsample, refit on all N)",
+    )
+    b.add_argument(
+        "--pipeline-budget",
+        type=_positive_int,
+        default=50,
+        help="performance: fits of each timed `prolas fit` (default 50)",
     )
     b.add_argument("--out", required=True, help="output directory")
     b.add_argument("--resume", action="store_true", help="continue: skip finished cells")
@@ -266,20 +289,30 @@ def _add_bench_parser(sub) -> None:
     b.set_defaults(func=cmd_bench)
 
 
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ProlasError(f"{flag} must be comma-separated integers, got {text!r}") from None
+    if any(v < 10 for v in values):
+        raise ProlasError(f"{flag}: every size must be at least 10")
+    return values
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from prolas import bench
 
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     if args.performance:
-        try:
-            sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-        except ValueError:
-            raise ProlasError(
-                f"--sizes must be comma-separated integers, got {args.sizes!r}"
-            ) from None
+        sizes, pipeline_sizes = (
+            _int_list(args.sizes, "--sizes"),
+            _int_list(args.pipeline_sizes, "--pipeline-sizes"),
+        )
         path = bench.run_performance(
             args.out,
             sizes=sizes,
+            pipeline_sizes=pipeline_sizes,
+            pipeline_budget=args.pipeline_budget,
             restarts=args.restarts,
             search_budget=args.budget,
             data=str(Path(args.data_dir) / "airline.csv"),
@@ -441,6 +474,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         latent_surrogate=args.latent_surrogate,
         warm_start=args.warm_start,
         acq_opt=args.acq_opt,
+        search_points=args.search_points,
     )
     # after every check of the arguments: a rejected command leaves no output directory
     out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
@@ -454,8 +488,14 @@ def cmd_fit(args: argparse.Namespace) -> int:
     )
     from prolas.executors import default_workers, make_executor
     from prolas.journal import open_journal
-    from prolas.pipeline import make_evaluator
+    from prolas.pipeline import make_evaluator, search_data
 
+    searched = search_data(dataset, config)
+    if searched is not dataset:
+        say(
+            f"searching on {searched.n} evenly spaced points of {dataset.n} "
+            "(--search-points); the best model is then refitted on all points"
+        )
     journal = open_journal(out, dataset, config, resume=args.resume, force=args.force)
     dask = args.scheduler is not None or args.dask_local is not None
     workers = args.workers or (1 if dask else default_workers(args.search, args.batch, args.budget))
@@ -472,7 +512,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         with make_executor(
             args.workers if dask else workers, args.scheduler, args.dask_local
         ) as pool:
-            ev = make_evaluator(dataset, config, executor=pool, on_result=bar.update_eval)
+            ev = make_evaluator(searched, config, executor=pool, on_result=bar.update_eval)
             result, best = run_search(
                 dataset, config, evaluator=ev, journal=journal, log=bar.writer(say)
             )

@@ -192,6 +192,22 @@ class Dataset:
             return np.arange(self.n)
         return np.unique(np.linspace(0, self.n - 1, max_points).round().astype(int))
 
+    def thinned(self, max_points: int) -> Dataset:
+        """At most ``max_points`` evenly spaced points (by position in x order).
+
+        Keeps the first and last point and *this* data set's ``y_mean``/``y_std``, so
+        hyperparameters fitted on the thinning (for standardised y) are valid for the
+        full data. Returns ``self`` when it is short enough.
+        """
+        if self.n <= max_points:
+            return self
+        idx = self.spaced_indices(max_points)
+        x, y = self.x[idx].copy(), self.y[idx].copy()
+        x.setflags(write=False)
+        y.setflags(write=False)
+        name = f"{self.name} (thinned to {len(idx)} of {self.n})"
+        return Dataset(x, y, self.y_mean, self.y_std, self.path, self.x_column, self.y_column, name)
+
     def subset(self, mask: np.ndarray, name: str | None = None) -> Dataset:
         return Dataset.from_arrays(
             self.x[mask],
