@@ -503,7 +503,8 @@ def _minimise(
     best = [np.array(theta0), -math.inf]
 
     def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        ll, g = model.log_likelihood(theta, y)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+            ll, g = model.log_likelihood(theta, y)
         if g is None or not math.isfinite(ll):
             return 1e10, np.zeros_like(theta)
         if ll > best[1]:
@@ -591,7 +592,12 @@ def _fit_gp(
     errors = []
     for attempt in range(config.attempts):
         starts = _initial_thetas(model, y, floor_t, rng, R)
-        warm = [inherit_theta(model, f, starts[0], x0, s) for f in inits] if attempt == 0 else []
+        warm = []
+        for f in inits if attempt == 0 else ():
+            try:
+                warm.append(inherit_theta(model, f, starts[0], x0, s))
+            except (OverflowError, ZeroDivisionError, ValueError) as exc:
+                errors.append(f"warm start from {f.expression} skipped ({exc})")
         # Phase 1: every start, a few iterations, on the subsample.
         screened = [
             _minimise(screen, th, y[screen_idx], config.screen_iter, config.tolerance)
@@ -612,7 +618,13 @@ def _fit_gp(
         polished.sort(key=lambda p: -p[1])
         restart_lls = tuple(float(ll) for _, ll in polished)
         for theta, ll in polished:
-            terms, noise = _to_natural(model, theta, x0, s)
+            try:
+                terms, noise = _to_natural(model, theta, x0, s)
+            except (OverflowError, ZeroDivisionError) as exc:
+                # e.g. a LIN variance in x's units is v / span^2: beyond float range when
+                # the span is ~1e155 or ~1e-155
+                errors.append(f"hyperparameters not representable in x's units ({exc})")
+                continue
             fit = FitResult(
                 expression=str(expr),
                 status="ok",

@@ -64,6 +64,12 @@ LINALG_SECONDS = [0.0]
 _LOG2PI = math.log(2.0 * math.pi)
 
 
+def _exp(v: float) -> float:
+    """``exp(v)``, ``inf`` instead of OverflowError (trial steps may leave the box where a
+    bound is open; the non-finite K is then a failed point, not an exception)."""
+    return math.exp(v) if v < 709.0 else math.inf
+
+
 def linalg_seconds() -> float:
     """Total seconds spent in the linear algebra floor so far in this process."""
     return LINALG_SECONDS[0]
@@ -91,7 +97,7 @@ class ParamInfo:
     upper: float
 
     def value(self, theta_j: float) -> float:
-        return math.exp(theta_j) if self.log else float(theta_j)
+        return _exp(theta_j) if self.log else float(theta_j)
 
     def to_theta(self, value: float) -> float:
         v = math.log(value) if self.log else float(value)
@@ -187,12 +193,12 @@ class GramModel:
     ) -> tuple[np.ndarray, list[tuple[np.ndarray, bool]]]:
         """``(k_f, [(M, relative), ...])`` for one factor: ``dk/dθ = k*M`` if relative else M."""
         if name == "SE":
-            ls2 = math.exp(2.0 * theta[idx[0]])
+            ls2 = _exp(2.0 * theta[idx[0]])
             r = self._d2 / ls2
             k = np.exp(-0.5 * r)
             return k, ([(r, True)] if grad else [])
         if name == "RQ":
-            ls2, a = math.exp(2.0 * theta[idx[0]]), math.exp(theta[idx[1]])
+            ls2, a = _exp(2.0 * theta[idx[0]]), _exp(theta[idx[1]])
             u = self._d2 / (2.0 * a * ls2)
             log1pu = np.log1p(u)
             k = np.exp(-a * log1pu)
@@ -201,7 +207,7 @@ class GramModel:
             frac = u / (1.0 + u)
             return k, [(2.0 * a * frac, True), (a * (frac - log1pu), True)]
         if name == "PER":
-            ls2, p = math.exp(2.0 * theta[idx[0]]), math.exp(theta[idx[1]])
+            ls2, p = _exp(2.0 * theta[idx[0]]), _exp(theta[idx[1]])
             # cos(w d) and sin(w d) as rank-2 outer products of n-vectors (w = 2 pi / p):
             # no transcendental function on the n x n grid.
             w = 2.0 * math.pi / p
@@ -224,12 +230,12 @@ class GramModel:
         """``K`` (``n x n``), with the noise on the diagonal if ``noise``."""
         K = np.zeros((self.n, self.n))
         for i, term in enumerate(self.terms):
-            kt = math.exp(theta[self._variance_index[i]])
+            kt = _exp(theta[self._variance_index[i]])
             for j, name in enumerate(term):
                 kt = kt * self._factor(name, theta, self._factor_index[i][j], False)[0]
             K += kt
         if noise:
-            K[np.diag_indices(self.n)] += math.exp(theta[-1])
+            K[np.diag_indices(self.n)] += _exp(theta[-1])
         return K
 
     # --- likelihood -------------------------------------------------------------------
@@ -245,7 +251,7 @@ class GramModel:
         term_grams: list[tuple[np.ndarray, list]] = []
         K = np.zeros((n, n))
         for i, term in enumerate(self.terms):
-            v = math.exp(theta[self._variance_index[i]])
+            v = _exp(theta[self._variance_index[i]])
             factors = [
                 self._factor(name, theta, self._factor_index[i][j], grad)
                 for j, name in enumerate(term)
@@ -253,7 +259,7 @@ class GramModel:
             kt = v * factors[0][0] if len(factors) == 1 else v * np.prod([f[0] for f in factors], 0)
             K += kt
             term_grams.append((kt, factors))
-        noise = math.exp(theta[-1])
+        noise = _exp(theta[-1])
         K[np.diag_indices(n)] += noise
         if not np.all(np.isfinite(K)):
             return math.nan, None
@@ -290,7 +296,7 @@ class GramModel:
                     if relative:
                         g[pos] = 0.5 * float(np.vdot(wk, M))
                     else:  # LIN: W * (v prod_{other factors}) * dk/dc
-                        others = math.exp(theta[self._variance_index[i]])
+                        others = _exp(theta[self._variance_index[i]])
                         for jj, (kg, _) in enumerate(factors):
                             if jj != j:
                                 others = others * kg
