@@ -554,23 +554,26 @@ def _write_partial(out, dataset, config, ev, journal) -> int:
     import os
 
     from prolas import report
-    from prolas.pipeline import best_fit, make_evaluator
+    from prolas.pipeline import best_fit, make_evaluator, search_data
 
+    searched = search_data(dataset, config)
     if ev is None:  # interrupted while starting: the journal is all there is
-        ev = make_evaluator(dataset, config)
+        ev = make_evaluator(searched, config)
         ev.preload(journal.entries, elapsed=journal.elapsed)
     result = ev.result(config.method, config.seed, {"interrupted": True})
     if not result.history:
         print("prolas: interrupted before any evaluation finished", file=sys.stderr)
         return 130
+    # interrupted: the best model as fitted on the searched points (no refit on all)
     doc = report.result_to_json(
         dataset,
         result,
-        best_fit(result, dataset, config),
+        best_fit(result, searched, config),
         method=config.method,
         seed=config.seed,
         budget=config.budget,
         checkpoint=config.checkpoint if config.method == "prolas" else None,
+        searched_indices=_searched_indices(dataset, config),
     )
     tmp = out / "result.json.partial"
     tmp.write_text(report.dumps_strict(doc, what=str(out / "result.json"), indent=2) + "\n")
@@ -581,6 +584,14 @@ def _write_partial(out, dataset, config, ev, journal) -> int:
         file=sys.stderr,
     )
     return 130
+
+
+def _searched_indices(dataset, config) -> list[int] | None:
+    """Positions of the points a search ran on, or None when it ran on all of them."""
+    from prolas.pipeline import search_data
+
+    searched = search_data(dataset, config)
+    return None if searched is dataset else dataset.spaced_indices(searched.n).tolist()
 
 
 def _write_outputs(args, out, dataset, config, result, best, test_ds) -> int:
@@ -603,6 +614,7 @@ def _write_outputs(args, out, dataset, config, result, best, test_ds) -> int:
         budget=config.budget,
         checkpoint=config.checkpoint if config.method == "prolas" else None,
         test=test,
+        searched_indices=_searched_indices(dataset, config),
     )
     report.write_report(out, dataset, result, best, doc, test=test, test_dataset=test_ds)
     if not args.quiet:

@@ -117,6 +117,11 @@ def fingerprint(dataset: Dataset, config: SearchConfig) -> dict[str, Any]:
         "seed": int(config.seed),
         "fit": asdict(config.fit_config),
     }
+    from prolas.pipeline import search_data
+
+    searched = search_data(dataset, config).n
+    if searched < dataset.n:  # a subsample search scores other data than a full one
+        fp["searched_points"] = int(searched)
     if config.method == "cks":
         fp["depth"] = int(config.depth)
     else:

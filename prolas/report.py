@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +71,24 @@ EXTRAPOLATE = 0.2
 
 _TOP_KEYS = ("prolas_version", "data", "search", "best", "history")
 _DATA_KEYS = ("path", "x_column", "y_column", "n", "y_mean", "y_std")
-_SEARCH_KEYS = ("method", "seed", "budget", "evaluations", "wall_seconds", "checkpoint")
-_BEST_KEYS = ("expression", "log_likelihood", "n_params", "bic", "terms", "noise_variance")
+_SEARCH_KEYS = (
+    "method",
+    "seed",
+    "budget",
+    "evaluations",
+    "wall_seconds",
+    "checkpoint",
+    "searched_on",
+)
+_BEST_KEYS = (
+    "expression",
+    "log_likelihood",
+    "n_params",
+    "bic",
+    "terms",
+    "noise_variance",
+    "log_likelihood_kind",
+)
 #: Fields of one history entry (result.json) and of one journal line.
 HISTORY_KEYS = (
     "index",
@@ -143,11 +159,17 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
+def log_likelihood_kind(fit: FitResult) -> str:
+    """``"exact"``, or which approximation ``fit.log_likelihood`` is (a lower bound)."""
+    return "exact" if fit.approximation is None else f"{fit.approximation} lower bound"
+
+
 def _best_block(best: FitResult | None) -> dict | None:
     """The ``best`` block; a best model holding a non-finite number is refused."""
     if best is None or not best.ok:
         return None
     block = _plain(best.to_json())
+    block["log_likelihood_kind"] = log_likelihood_kind(best)
     found = first_non_finite(block)
     if found is not None:
         raise NonFiniteError(
@@ -179,6 +201,7 @@ def result_to_json(
     budget: int,
     checkpoint: str | None = None,
     test: dict | None = None,
+    searched_indices: Sequence[int] | None = None,
 ) -> dict:
     """The result.json document (DESIGN.md) of a finished search.
 
@@ -188,6 +211,10 @@ def result_to_json(
         best: the best fitted model (``None`` only if every evaluation failed).
         method, seed, budget, checkpoint: the search block.
         test: optional test block from :func:`test_metrics`.
+        searched_indices: positions (in x order) of the points the search ran on when
+            it ran on a subsample (``search.searched_on``; null = all points). ``best``
+            is then the refit on all points and its ``log_likelihood_kind`` says whether
+            that log-likelihood is exact or an approximation's lower bound.
     Returns:
         A dict that ``json.dumps(..., allow_nan=False)`` accepts.
     Raises:
@@ -204,6 +231,13 @@ def result_to_json(
             "evaluations": len(result.history),
             "wall_seconds": _clean(round(float(result.wall_seconds), 3)),
             "checkpoint": checkpoint,
+            "searched_on": None
+            if searched_indices is None
+            else {
+                "n": len(searched_indices),
+                "rule": "evenly spaced by position in x order",
+                "indices": [int(i) for i in searched_indices],
+            },
         },
         "best": _best_block(best),
         "history": [_history_entry(e) for e in result.history],
@@ -258,6 +292,12 @@ def _validate_best(best: dict, n: int) -> None:
     for key in ("log_likelihood", "bic", "noise_variance"):
         _check(_is_num(best[key]), f"best.{key}", f"expected a finite number, got {best[key]!r}")
     _check(best["noise_variance"] > 0, "best.noise_variance", "must be positive")
+    kind = best["log_likelihood_kind"]
+    _check(
+        kind == "exact" or isinstance(kind, str) and kind.endswith("lower bound"),
+        "best.log_likelihood_kind",
+        f"expected 'exact' or '<approximation> lower bound', got {kind!r}",
+    )
     _check(_is_int(best["n_params"]), "best.n_params", "expected an integer")
     _check(
         best["n_params"] == e.n_params,
@@ -334,6 +374,19 @@ def validate_result_json(d: dict) -> None:
         "search.checkpoint",
         "expected a string or null",
     )
+    sub = search["searched_on"]
+    if sub is not None:
+        _check_keys(sub, ("n", "rule", "indices"), "search.searched_on")
+        idx = sub["indices"]
+        _check(
+            isinstance(idx, list)
+            and all(_is_int(i) for i in idx)
+            and len(idx) == sub["n"]
+            and all(0 <= i < data["n"] for i in idx)
+            and all(a < b for a, b in zip(idx, idx[1:])),
+            "search.searched_on.indices",
+            f"expected {sub['n']} increasing positions in 0..{data['n'] - 1}",
+        )
 
     history = d["history"]
     _check(isinstance(history, list), "history", "expected a list")
@@ -383,11 +436,21 @@ def validate_result_json(d: dict) -> None:
         _check(best_ok == -math.inf, "best", "null although the history has ok entries")
     else:
         _validate_best(best, data["n"])
-        _check(
-            abs(best["bic"] - best_ok) <= 1e-9 * max(1.0, abs(best_ok)),
-            "best.bic",
-            f"{best['bic']} is not the best ok BIC of the history ({best_ok})",
-        )
+        if sub is None:
+            _check(
+                abs(best["bic"] - best_ok) <= 1e-9 * max(1.0, abs(best_ok)),
+                "best.bic",
+                f"{best['bic']} is not the best ok BIC of the history ({best_ok})",
+            )
+        else:  # the history scores the subsample; best is the refit on all points
+            winners = {
+                h["expression"] for h in history if h["status"] == "ok" and h["bic"] == best_ok
+            }
+            _check(
+                best["expression"] in winners,
+                "best.expression",
+                "is not the expression of the history's best ok BIC",
+            )
 
     if "test" in d:
         test = d["test"]

@@ -1,0 +1,73 @@
+"""Long series: search on an evenly spaced subsample, refit the chosen model on all points."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from prolas.data import Dataset
+from prolas.gp import predict
+from prolas.pipeline import SearchConfig, refit, run_search, search_data
+from prolas.report import validate_result_json
+
+
+def _trend_and_season(n: int, seed: int = 0) -> Dataset:
+    """n points over 8 'years': slope 1.5 per year plus a yearly sine plus noise."""
+    rng = np.random.default_rng(seed)
+    x = np.linspace(2000.0, 2008.0, n)
+    y = 1.5 * (x - 2000.0) + np.sin(2 * np.pi * x) + 0.2 * rng.standard_normal(n)
+    return Dataset.from_arrays(x, y, name=f"planted-{n}")
+
+
+def test_search_data_is_an_evenly_spaced_subsample_with_the_full_standardisation() -> None:
+    ds = _trend_and_season(1000)
+    sub = search_data(ds, SearchConfig(search_points=100))
+    assert sub.n == 100 and sub.x[0] == ds.x[0] and sub.x[-1] == ds.x[-1]
+    assert (sub.y_mean, sub.y_std) == (ds.y_mean, ds.y_std)
+    np.testing.assert_array_equal(sub.x, ds.x[ds.spaced_indices(100)])
+    assert search_data(ds, SearchConfig(search_points=0)) is ds
+    assert search_data(ds, SearchConfig(search_points=5000)) is ds
+
+
+def test_subsample_search_then_exact_refit_recovers_period_and_trend() -> None:
+    """1 200 points searched on 120 (CKS); the refit on all points is exact, finds the
+    planted period and extrapolates the planted trend."""
+    ds = _trend_and_season(1200)
+    config = SearchConfig(method="cks", budget=16, depth=3, restarts=2, search_points=120)
+    result, best = run_search(ds, config)
+    assert best is not None and best.ok and best.n == ds.n and best.approximation is None
+    assert best.expression == "LIN + PER*SE"
+    assert best.period() == pytest.approx(1.0, rel=0.02)
+    # the trend: one year past the data the forecast continues the planted slope
+    mean, _ = predict(best, ds, np.array([2009.0, 2009.25]))
+    np.testing.assert_allclose(mean, 1.5 * 9.0 + np.sin(2 * np.pi * np.array([0, 0.25])), atol=0.6)
+    sub_fit = result.best.fit
+    assert sub_fit.n == 120
+    # warm-started at the subsample fit: never worse than refitting from it with no steps
+    again = refit(sub_fit, ds, config)
+    assert again.log_likelihood == pytest.approx(best.log_likelihood, rel=1e-9)
+
+
+def test_cli_reports_which_points_were_searched(tmp_path) -> None:
+    from prolas.cli import main
+
+    ds = _trend_and_season(500)
+    path = tmp_path / "long.csv"
+    rows = "".join(f"{float(a)!r},{float(b)!r}\n" for a, b in zip(ds.x, ds.y))
+    path.write_text("x,y\n" + rows)
+    out = tmp_path / "out"
+    argv = ["fit", str(path), "--search", "cks", "--budget", "6", "--depth", "2"]
+    code = main([*argv, "--restarts", "2", "--search-points", "80", "--out", str(out), "--quiet"])
+    assert code == 0
+    doc = json.loads((out / "result.json").read_text())
+    validate_result_json(doc)
+    sub = doc["search"]["searched_on"]
+    assert sub["n"] == 80 and sub["indices"] == ds.spaced_indices(80).tolist()
+    assert doc["data"]["n"] == 500 and doc["best"]["log_likelihood_kind"] == "exact"
+    # the same run on all points says so
+    out2 = tmp_path / "out2"
+    code = main([*argv, "--restarts", "2", "--search-points", "0", "--out", str(out2), "--quiet"])
+    assert code == 0
+    assert json.loads((out2 / "result.json").read_text())["search"]["searched_on"] is None
