@@ -1,0 +1,183 @@
+"""SGPR refit (prolas.scalable): the bound against the exact likelihood, prediction, refit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from prolas.data import Dataset
+from prolas.gp import (
+    DTYPE,
+    FactorFit,
+    FitResult,
+    TermFit,
+    decompose,
+    dense_covariance,
+    exact_log_likelihood,
+    natural_covar_module,
+    predict,
+)
+from prolas.scalable import (
+    decompose_sgpr,
+    inducing_inputs,
+    predict_sgpr,
+    refit_sgpr,
+    sgpr_bound,
+)
+
+
+def F(kernel: str, **params: float) -> FactorFit:
+    return FactorFit(kernel, params)
+
+
+def make_fit(terms: list[tuple[float, list[FactorFit]]], noise: float) -> FitResult:
+    """A FitResult with hand-set natural-unit hyperparameters (canonical term order)."""
+    terms_ = tuple(TermFit(v, tuple(fs)) for v, fs in terms)
+    expr = " + ".join("*".join(f.kernel for f in t.factors) for t in terms_)
+    k = sum(1 + sum(len(f.params) for f in t.factors) for t in terms_) + 1
+    return FitResult(expr, "ok", 0, k, terms=terms_, noise_variance=noise)
+
+
+@pytest.fixture(scope="module")
+def series() -> Dataset:
+    """120 evenly spaced monthly points: trend + yearly cycle + noise (x in years)."""
+    rng = np.random.default_rng(0)
+    x = 1950.0 + np.arange(120) / 12.0
+    y = 0.4 * (x - 1950) + np.sin(2 * np.pi * x) + 0.2 * rng.standard_normal(120)
+    return Dataset.from_arrays(x, y)
+
+
+#: Expressions with LIN and PER products; hyperparameters in x's units (years).
+FITS = {
+    "SE": make_fit([(1.0, [F("SE", lengthscale=1.5)])], 0.05),
+    "LIN + PER": make_fit(
+        [(0.05, [F("LIN", offset=1953.0)]), (0.5, [F("PER", lengthscale=1.0, period=1.0)])],
+        0.02,
+    ),
+    "LIN*PER + SE": make_fit(
+        [
+            (0.02, [F("LIN", offset=1951.0), F("PER", lengthscale=1.5, period=1.0)]),
+            (0.8, [F("SE", lengthscale=3.0)]),
+        ],
+        0.03,
+    ),
+    "LIN*SE + PER*RQ": make_fit(
+        [
+            (0.05, [F("LIN", offset=1949.0), F("SE", lengthscale=4.0)]),
+            (0.3, [F("PER", lengthscale=0.8, period=1.0), F("RQ", lengthscale=5.0, alpha=2.0)]),
+        ],
+        0.02,
+    ),
+    "LIN*LIN + PER*SE": make_fit(
+        [
+            (0.002, [F("LIN", offset=1945.0), F("LIN", offset=1952.0)]),
+            (0.4, [F("PER", lengthscale=1.2, period=1.0), F("SE", lengthscale=6.0)]),
+        ],
+        0.03,
+    ),
+}
+
+
+def exact(fit: FitResult, ds: Dataset) -> float:
+    module = natural_covar_module(fit)
+    x = torch.tensor(ds.x, dtype=DTYPE).reshape(-1, 1)
+    with torch.no_grad():
+        K = dense_covariance(module, x, x) + fit.noise_variance * torch.eye(ds.n, dtype=DTYPE)
+        ll, ok = exact_log_likelihood(K, torch.tensor(ds.y_standardised, dtype=DTYPE))
+    assert bool(ok)
+    return float(ll)
+
+
+@pytest.mark.parametrize("name", list(FITS))
+def test_bound_with_inducing_at_the_data_is_exact(series, name):
+    fit = FITS[name]
+    assert np.array_equal(inducing_inputs(series.x, series.n), series.x)
+    ll = exact(fit, series)
+    assert sgpr_bound(fit, series, inducing=series.n) == pytest.approx(ll, rel=1e-6, abs=1e-6)
+
+
+@pytest.mark.parametrize("name", list(FITS))
+def test_bound_below_exact_and_tightens_with_more_inducing_points(series, name):
+    fit = FITS[name]
+    ll = exact(fit, series)
+    # 5, 9, 17, 33, 65 evenly spaced points: nested grids, so the bound cannot decrease
+    bounds = [sgpr_bound(fit, series, inducing=m) for m in (5, 9, 17, 33, 65)]
+    assert all(math.isfinite(b) for b in bounds)
+    tol = 1e-7 * abs(ll)
+    assert all(b <= ll + tol for b in bounds)
+    assert all(b2 >= b1 - tol for b1, b2 in zip(bounds, bounds[1:]))
+    assert ll - bounds[-1] < 0.5 * (ll - bounds[0]) + tol
+
+
+@pytest.mark.parametrize("name", ["LIN + PER", "LIN*SE + PER*RQ", "LIN*LIN + PER*SE"])
+def test_predict_and_decompose_at_the_data_match_exact(series, name):
+    fit = FITS[name]
+    x_new = np.linspace(1949.0, 1962.0, 41)  # inside and beyond the data
+    m1, v1 = predict(fit, series, x_new, include_noise=True)
+    m2, v2 = predict_sgpr(fit, series, x_new, include_noise=True, inducing=series.n)
+    scale = series.y_std
+    np.testing.assert_allclose(m2, m1, rtol=0, atol=1e-5 * scale)
+    np.testing.assert_allclose(v2, v1, rtol=1e-5, atol=1e-9 * scale**2)
+    parts_exact = decompose(fit, series, x_new)
+    parts = decompose_sgpr(fit, series, x_new, inducing=series.n)
+    assert [p[0] for p in parts] == [p[0] for p in parts_exact]
+    for (_, me, ve), (_, ms, vs) in zip(parts_exact, parts):
+        np.testing.assert_allclose(ms, me, rtol=0, atol=1e-5 * scale)
+        np.testing.assert_allclose(vs, ve, rtol=1e-5, atol=1e-9 * scale**2)
+    np.testing.assert_allclose(sum(p[1] for p in parts) + series.y_mean, m2, atol=1e-9 * scale)
+
+
+def test_predict_with_few_inducing_points_is_close(series):
+    fit = FITS["LIN + PER"]
+    m1, _ = predict(fit, series, series.x)
+    m2, v2 = predict_sgpr(fit, series, series.x, inducing=40)
+    assert np.all(np.isfinite(m2)) and np.all(v2 >= 0)
+    assert np.sqrt(np.mean((m2 - m1) ** 2)) < 0.05 * series.y_std
+
+
+def test_refit_recovers_the_period_from_a_perturbed_start():
+    rng = np.random.default_rng(1)
+    x = np.linspace(2000.0, 2030.0, 3000)
+    y = 2.0 * np.sin(2 * np.pi * x / 1.0) + 0.3 * (x - 2000) + 0.5 * rng.standard_normal(x.size)
+    ds = Dataset.from_arrays(x, y)
+    start = make_fit(
+        [(0.01, [F("LIN", offset=2010.0)]), (1.0, [F("PER", lengthscale=2.0, period=1.02)])],
+        0.2,
+    )
+    fit = refit_sgpr(start, ds, inducing=128, max_iter=30)
+    assert fit.status == "ok", fit.error
+    assert fit.approximation == "sgpr-128" and fit.n == ds.n
+    assert fit.period() == pytest.approx(1.0, rel=0.01)
+    numbers = [fit.log_likelihood, fit.bic, fit.noise_variance]
+    numbers += [t.variance for t in fit.terms]
+    numbers += [v for t in fit.terms for f in t.factors for v in f.params.values()]
+    assert all(math.isfinite(v) for v in numbers)
+    assert fit.noise_variance == pytest.approx(0.25 / ds.y_std**2, rel=0.1)
+    # the reported number is the bound at the reported (natural-unit) hyperparameters
+    assert sgpr_bound(fit, ds, inducing=128) == pytest.approx(fit.log_likelihood, rel=1e-8)
+    assert fit.log_likelihood > sgpr_bound(start, ds, inducing=128)
+    assert fit.bic == pytest.approx(fit.log_likelihood - 0.5 * fit.n_params * math.log(ds.n))
+
+
+def test_refit_never_worse_than_start_and_keeps_the_floors(series):
+    fit = FITS["LIN*PER + SE"]
+    start = sgpr_bound(fit, series, inducing=30)
+    out = refit_sgpr(fit, series, inducing=30, max_iter=0)
+    assert out.ok and out.log_likelihood == pytest.approx(start, rel=1e-10)
+    out = refit_sgpr(fit, series, inducing=30, max_iter=15)
+    assert out.ok and out.log_likelihood >= start
+    assert out.noise_variance >= 1e-6
+    assert out.period() >= 2 * series.spacing * (1 - 1e-9)
+
+
+def test_failures_are_reported_not_raised(series):
+    bad = make_fit([(float("nan"), [F("SE", lengthscale=1.0)])], 0.1)
+    out = refit_sgpr(bad, series, inducing=20)
+    assert out.status == "failed" and out.error and out.log_likelihood is None
+    failed = FitResult("SE", "failed", series.n, 3, error="earlier failure")
+    out = refit_sgpr(failed, series)
+    assert out.status == "failed" and "not usable" in out.error
+    assert math.isnan(sgpr_bound(bad, series, inducing=20))
