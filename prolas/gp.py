@@ -729,8 +729,13 @@ def predict(
     """Posterior mean and variance at ``x_new`` in y's original units.
 
     Returns ``(mean (m,), variance (m,))``; the variance is of the latent function,
-    plus the noise variance if ``include_noise``.
+    plus the noise variance if ``include_noise``. A fit made with an approximation
+    (``fit.approximation``, e.g. SGPR on a long series) predicts with that approximation.
     """
+    if fit.approximation is not None:
+        from prolas.scalable import predict_sgpr
+
+        return predict_sgpr(fit, dataset, x_new, include_noise=include_noise)
     mean, var = _posterior(fit, dataset, x_new, per_term=False)[0]
     if include_noise:
         var = var + fit.noise_variance
@@ -747,6 +752,10 @@ def decompose(
     means sum to the full posterior mean. Returned in original y units, without the
     data mean (add ``dataset.y_mean`` to the sum to get :func:`predict`'s mean).
     """
+    if fit.approximation is not None:
+        from prolas.scalable import decompose_sgpr
+
+        return decompose_sgpr(fit, dataset, x_new)
     parts = _posterior(fit, dataset, x_new, per_term=True)
     return [
         (term.label, mean * dataset.y_std, var * dataset.y_std**2)

@@ -10,4 +10,4 @@ sparse variational GP (:mod:`prolas.scalable`). The figures behind both numbers 
 #: Default size of the evenly spaced subsample a long series is searched on.
 SEARCH_POINTS = 400
 #: Largest N refitted exactly; longer series are refitted with SGPR.
-EXACT_REFIT_LIMIT = 3000
+EXACT_REFIT_LIMIT = 2000

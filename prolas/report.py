@@ -761,8 +761,20 @@ def summary_table(result: SearchResult, best_fit: FitResult | None, top: int = 5
         f"{len(result.history)} evaluations ({failed} failed) in {result.wall_seconds:.1f} s"
     )
     if best_fit is not None and best_fit.ok:
-        lines.append(f"best: {best_fit.expression}  BIC {best_fit.bic:.2f}")
+        where = ""
+        if best_fit.n != best_fit_points(result, best_fit):
+            kind = f", {best_fit.approximation} lower bound" if best_fit.approximation else ""
+            where = f" (refitted on all {best_fit.n} points{kind})"
+        lines.append(f"best: {best_fit.expression}  BIC {best_fit.bic:.2f}{where}")
     return "\n".join(lines)
+
+
+def best_fit_points(result: SearchResult, fit: FitResult) -> int:
+    """How many points the search scored ``fit``'s expression on (``fit.n`` if unknown)."""
+    for e in result.history:
+        if e.expression == fit.expression and getattr(e.fit, "n", None):
+            return int(e.fit.n)
+    return fit.n
 
 
 def _md_cell(text: str) -> str:
@@ -789,6 +801,15 @@ def _report_markdown(
         f"- search: {s['method']}, seed {s['seed']}, {s['evaluations']} of {s['budget']} "
         f"evaluations, {s['wall_seconds']:.1f} s"
         + (f", checkpoint `{s['checkpoint']}`" if s["checkpoint"] else ""),
+        *(
+            [
+                f"- searched on {s['searched_on']['n']} evenly spaced points of {dataset.n} "
+                "(the BICs in the tables below are on those points); the best model was then "
+                "refitted on all points"
+            ]
+            if s.get("searched_on")
+            else []
+        ),
         f"- prolas {doc['prolas_version']}",
         "",
         "## Best model",
@@ -799,7 +820,13 @@ def _report_markdown(
     else:
         lines += [
             f"`{best_fit.expression}`: BIC {best_fit.bic:.2f}, log-likelihood "
-            f"{best_fit.log_likelihood:.2f} nats, k = {best_fit.n_params}, "
+            f"{best_fit.log_likelihood:.2f} nats"
+            + (
+                f" ({best_fit.approximation}: a lower bound on the exact value)"
+                if best_fit.approximation
+                else ""
+            )
+            + f", k = {best_fit.n_params}, "
             f"noise variance {best_fit.noise_variance:.4g} (standardised y).",
             "",
             "### In words",

@@ -71,3 +71,20 @@ def test_cli_reports_which_points_were_searched(tmp_path) -> None:
     code = main([*argv, "--restarts", "2", "--search-points", "0", "--out", str(out2), "--quiet"])
     assert code == 0
     assert json.loads((out2 / "result.json").read_text())["search"]["searched_on"] is None
+
+
+def test_twenty_thousand_points_searched_on_a_subsample_refitted_with_sgpr() -> None:
+    """20 000 points: CKS on 200 evenly spaced points, then the SGPR refit on all of them
+    recovers the planted period and trend; the log-likelihood is marked as a bound."""
+    ds = _trend_and_season(20_000)
+    config = SearchConfig(method="cks", budget=16, depth=3, restarts=2, search_points=200)
+    result, best = run_search(ds, config)
+    assert best is not None and best.ok, best
+    assert best.n == 20_000 and best.approximation == "sgpr-512"
+    assert best.period() == pytest.approx(1.0, rel=0.01)
+    mean, _ = predict(best, ds, np.array([2009.0, 2009.25]))
+    np.testing.assert_allclose(mean, 1.5 * 9.0 + np.sin(2 * np.pi * np.array([0, 0.25])), atol=0.6)
+    # the bound on all points is at least the subsample fit's bound (it started there)
+    from prolas.scalable import sgpr_bound
+
+    assert best.log_likelihood >= sgpr_bound(result.best.fit, ds, inducing=512) - 1e-6
