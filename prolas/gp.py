@@ -38,6 +38,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -48,7 +49,7 @@ from threadpoolctl import threadpool_limits
 from prolas.data import Dataset
 from prolas.errors import NumericsWarning
 from prolas.expr import Expression, parse
-from prolas.gram import NOISE_FLOOR, GramModel
+from prolas.gram import NOISE_FLOOR, GramModel, ParamInfo
 from prolas.kernels import KERNEL_MODULES, log_positive
 from prolas.search.evaluator import Score
 
@@ -392,8 +393,16 @@ def _initial_thetas(
     return np.vstack([model.clip(row) for row in theta])
 
 
-def _to_natural(
-    model: GramModel, theta: np.ndarray, x0: float, s: float
+class ParameterSpace(Protocol):
+    """What the conversions need of a model: its canonical terms and ``theta``'s layout
+    (:func:`prolas.gram.parameter_layout`); :class:`GramModel` and the SGPR model are both."""
+
+    terms: tuple[tuple[str, ...], ...]
+    params: tuple[ParamInfo, ...]
+
+
+def theta_to_natural(
+    model: ParameterSpace, theta: np.ndarray, x0: float, s: float
 ) -> tuple[tuple[TermFit, ...], float]:
     """Hyperparameters ``theta`` (scaled units t = (x - x0)/s) in x's own units.
 
@@ -428,7 +437,7 @@ def _term_affinity(names: tuple[str, ...], term: TermFit, used: bool) -> tuple[i
 
 
 def inherit_theta(
-    model: GramModel, parent: FitResult, default: np.ndarray, x0: float, s: float
+    model: ParameterSpace, parent: FitResult, default: np.ndarray, x0: float, s: float
 ) -> np.ndarray:
     """Start ``model`` from a fitted related expression (``parent``, natural units).
 
@@ -487,7 +496,8 @@ def inherit_theta(
             theta[k] = p.to_theta(value)
     if parent.noise_variance is not None and parent.noise_variance > 0:
         theta[-1] = model.params[-1].to_theta(parent.noise_variance)
-    return model.clip(theta)
+    lo, hi = np.array([(p.lower, p.upper) for p in model.params]).T
+    return np.clip(theta, lo, hi)
 
 
 def _minimise(
@@ -619,7 +629,7 @@ def _fit_gp(
         restart_lls = tuple(float(ll) for _, ll in polished)
         for theta, ll in polished:
             try:
-                terms, noise = _to_natural(model, theta, x0, s)
+                terms, noise = theta_to_natural(model, theta, x0, s)
             except (OverflowError, ZeroDivisionError) as exc:
                 # e.g. a LIN variance in x's units is v / span^2: beyond float range when
                 # the span is ~1e155 or ~1e-155

@@ -54,7 +54,14 @@ from scipy.linalg.lapack import dpotri
 
 from prolas.expr import Expression
 
-__all__ = ["GramModel", "ParamInfo", "LINALG_SECONDS", "NOISE_FLOOR", "linalg_seconds"]
+__all__ = [
+    "GramModel",
+    "ParamInfo",
+    "parameter_layout",
+    "LINALG_SECONDS",
+    "NOISE_FLOOR",
+    "linalg_seconds",
+]
 
 #: Floor on the Gaussian noise variance of standardised y (DESIGN.md).
 NOISE_FLOOR = 1e-6
@@ -100,7 +107,7 @@ class ParamInfo:
         return _exp(theta_j) if self.log else float(theta_j)
 
     def to_theta(self, value: float) -> float:
-        v = math.log(value) if self.log else float(value)
+        v = math.log(max(value, 1e-300)) if self.log else float(value)
         return min(max(v, self.lower), self.upper)
 
 
@@ -113,6 +120,34 @@ _OFFSET = (-10.0, 11.0)
 _LOG_VARIANCE = (math.log(1e-8), math.log(1e6))
 _LOG_NOISE = (math.log(NOISE_FLOOR), math.log(10.0))
 _MAX_PERIOD = 100.0
+
+
+def parameter_layout(
+    terms: tuple[tuple[str, ...], ...], period_floor: float
+) -> tuple[ParamInfo, ...]:
+    """The entries of ``theta`` for a canonical sum of products (module docstring):
+    per term its log variance, then each factor's shape parameters; log noise last.
+    Shared by the exact fit (:class:`GramModel`) and the SGPR refit (:mod:`prolas.scalable`).
+    """
+    floor = max(float(period_floor), 1e-12)
+    params: list[ParamInfo] = []
+    for i, term in enumerate(terms):
+        params.append(ParamInfo(i, -1, "variance", "variance", True, *_LOG_VARIANCE))
+        for j, name in enumerate(term):
+            if name in ("SE", "RQ"):
+                params.append(ParamInfo(i, j, name, "lengthscale", True, *_LOG_LENGTHSCALE))
+            if name == "RQ":
+                params.append(ParamInfo(i, j, name, "alpha", True, *_LOG_ALPHA))
+            if name == "PER":
+                params.append(ParamInfo(i, j, name, "lengthscale", True, *_LOG_PER_LENGTHSCALE))
+                hi = math.log(max(_MAX_PERIOD, 10.0 * floor))
+                params.append(ParamInfo(i, j, name, "period", True, math.log(floor), hi))
+            if name == "LIN":
+                params.append(ParamInfo(i, j, name, "offset", False, *_OFFSET))
+            if name not in ("SE", "RQ", "PER", "LIN"):
+                raise ValueError(f"no analytic Gram matrix for kernel {name!r}")
+    params.append(ParamInfo(-1, -1, "noise", "noise", True, *_LOG_NOISE))
+    return tuple(params)
 
 
 class GramModel:
@@ -129,25 +164,8 @@ class GramModel:
         self.terms: tuple[tuple[str, ...], ...] = tuple(tuple(term) for term in expr.terms)
         self.t = np.asarray(t, dtype=np.float64).reshape(-1)
         self.n = self.t.size
-        floor = max(float(period_floor), 1e-12)
-        params: list[ParamInfo] = []
-        for i, term in enumerate(self.terms):
-            params.append(ParamInfo(i, -1, "variance", "variance", True, *_LOG_VARIANCE))
-            for j, name in enumerate(term):
-                if name in ("SE", "RQ"):
-                    params.append(ParamInfo(i, j, name, "lengthscale", True, *_LOG_LENGTHSCALE))
-                if name == "RQ":
-                    params.append(ParamInfo(i, j, name, "alpha", True, *_LOG_ALPHA))
-                if name == "PER":
-                    params.append(ParamInfo(i, j, name, "lengthscale", True, *_LOG_PER_LENGTHSCALE))
-                    hi = math.log(max(_MAX_PERIOD, 10.0 * floor))
-                    params.append(ParamInfo(i, j, name, "period", True, math.log(floor), hi))
-                if name == "LIN":
-                    params.append(ParamInfo(i, j, name, "offset", False, *_OFFSET))
-                if name not in ("SE", "RQ", "PER", "LIN"):
-                    raise ValueError(f"no analytic Gram matrix for kernel {name!r}")
-        params.append(ParamInfo(-1, -1, "noise", "noise", True, *_LOG_NOISE))
-        self.params = tuple(params)
+        self.params = parameter_layout(self.terms, period_floor)
+        params = self.params
         # where each term's variance and each factor's parameters sit in theta
         self._variance_index = [k for k, p in enumerate(params) if p.name == "variance"]
         self._factor_index: list[list[list[int]]] = [

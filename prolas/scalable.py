@@ -76,7 +76,7 @@ import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -84,7 +84,15 @@ from scipy.optimize import minimize
 
 from prolas.data import Dataset
 from prolas.expr import parse
-from prolas.gp import DTYPE, NOISE_FLOOR, FactorFit, FitResult, TermFit, bic
+from prolas.gp import (
+    DTYPE,
+    FitResult,
+    TermFit,
+    bic,
+    inherit_theta,
+    theta_to_natural,
+)
+from prolas.gram import parameter_layout
 
 __all__ = [
     "DEFAULT_INDUCING",
@@ -121,59 +129,11 @@ class SGPRError(RuntimeError):
 # --- parameters ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Param:
-    """One entry of the flat vector ``theta`` (scaled units; ``log`` = stores the log)."""
-
-    term: int
-    factor: int
-    kernel: str
-    name: str
-    log: bool
-    lower: float
-    upper: float
-
-    def value(self, theta_j: float) -> float:
-        return math.exp(theta_j) if self.log else float(theta_j)
-
-    def to_theta(self, value: float) -> float:
-        if self.log:
-            value = math.log(max(value, 1e-300))
-        return min(max(float(value), self.lower), self.upper)
-
-
-def _layout(terms: tuple[tuple[str, ...], ...], period_floor: float) -> tuple[_Param, ...]:
-    """Per term: log variance, then each factor's shape parameters; log noise last.
-
-    Boxes are in scaled units (span = 1, y standardised): wide enough not to bind on a
-    sensible model, narrow enough that no kernel value overflows.
-    """
-    floor = max(period_floor, 1e-12)
-    ps: list[_Param] = []
-    for i, term in enumerate(terms):
-        ps.append(_Param(i, -1, "variance", "variance", True, math.log(1e-8), math.log(1e6)))
-        for j, name in enumerate(term):
-            if name in ("SE", "RQ"):
-                ps.append(_Param(i, j, name, "lengthscale", True, math.log(1e-7), math.log(1e3)))
-            if name == "RQ":
-                ps.append(_Param(i, j, name, "alpha", True, math.log(1e-3), math.log(1e3)))
-            if name == "PER":
-                ps.append(_Param(i, j, name, "lengthscale", True, math.log(1e-3), math.log(1e3)))
-                hi = math.log(max(100.0, 10.0 * floor))
-                ps.append(_Param(i, j, name, "period", True, math.log(floor), hi))
-            if name == "LIN":
-                ps.append(_Param(i, j, name, "offset", False, -10.0, 11.0))
-            if name not in ("SE", "RQ", "PER", "LIN"):
-                raise ValueError(f"SGPR has no kernel {name!r}")
-    ps.append(_Param(-1, -1, "noise", "noise", True, math.log(NOISE_FLOOR), math.log(10.0)))
-    return tuple(ps)
-
-
 class SGPRModel:
     """The kernel of one fitted expression on scaled inputs, as plain torch functions.
 
     ``t = (x - x0) / span``; ``theta`` (shape ``(P,)``, float64) holds the parameters
-    in :func:`_layout` order. Formulas are exactly DESIGN.md's (PER as
+    in :func:`prolas.gram.parameter_layout` order. Formulas are exactly DESIGN.md's (PER as
     ``exp(-(1 - cos(2 pi d / p)) / l^2)``, since ``2 sin^2(a) = 1 - cos(2a)``, with
     ``cos(w (t - t')) = cos(wt) cos(wt') + sin(wt) sin(wt')`` so that no
     transcendental function is evaluated on the M x N grid).
@@ -187,7 +147,7 @@ class SGPRModel:
         self.x0 = float(dataset.x[0])
         self.span = float(dataset.span) if dataset.span > 0 else 1.0
         self.period_floor = 2.0 * dataset.spacing / self.span
-        self.params = _layout(self.terms, self.period_floor)
+        self.params = parameter_layout(self.terms, self.period_floor)
         self._index = {(p.term, p.factor, p.name): k for k, p in enumerate(self.params)}
 
     # -- conversion between natural units and theta ------------------------------------
@@ -210,45 +170,12 @@ class SGPRModel:
         values += [v for t in fit.terms for f in t.factors for v in f.params.values()]
         if not all(v is not None and math.isfinite(v) for v in values):
             raise ValueError("non-finite hyperparameter")
-        s = self.span
-        theta = np.empty(len(self.params))
-        for k, p in enumerate(self.params):
-            if p.name == "noise":
-                v = float(fit.noise_variance)
-            elif p.name == "variance":
-                v = fit.terms[p.term].variance * s ** (2 * self.terms[p.term].count("LIN"))
-            else:
-                v = float(fit.terms[p.term].factors[p.factor].params[p.name])
-                if p.name == "offset":
-                    v = (v - self.x0) / s
-                elif p.name == "period" or (p.name == "lengthscale" and p.kernel != "PER"):
-                    v = v / s
-            theta[k] = p.to_theta(v)
-        return theta
+        start = np.array([p.to_theta(1.0) for p in self.params])
+        return inherit_theta(self, fit, start, self.x0, self.span)
 
     def to_natural(self, theta: np.ndarray) -> tuple[tuple[TermFit, ...], float]:
         """Inverse of :meth:`theta_from_fit`: ``(terms, noise variance)`` in x's units."""
-        s = self.span
-        terms = []
-        for i, names in enumerate(self.terms):
-            variance = 0.0
-            factors: list[dict[str, float]] = [{} for _ in names]
-            for p, v in zip(self.params, theta):
-                if p.term != i:
-                    continue
-                value = p.value(float(v))
-                if p.name == "variance":
-                    variance = value / s ** (2 * names.count("LIN"))
-                elif p.name == "offset":
-                    factors[p.factor][p.name] = self.x0 + s * value
-                elif p.name == "period":
-                    factors[p.factor][p.name] = max(value * s, self.period_floor * s)
-                elif p.name == "lengthscale" and p.kernel != "PER":
-                    factors[p.factor][p.name] = value * s
-                else:
-                    factors[p.factor][p.name] = value
-            terms.append(TermFit(variance, tuple(FactorFit(n, f) for n, f in zip(names, factors))))
-        return tuple(terms), max(self.params[-1].value(float(theta[-1])), NOISE_FLOOR)
+        return theta_to_natural(self, np.asarray(theta, dtype=np.float64), self.x0, self.span)
 
     # -- kernel ------------------------------------------------------------------------
     def _get(self, theta: torch.Tensor, term: int, factor: int, name: str) -> torch.Tensor:

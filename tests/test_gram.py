@@ -14,11 +14,11 @@ from prolas.gp import (
     FitConfig,
     FitResult,
     _initial_thetas,
-    _to_natural,
     dense_covariance,
     fit_gp,
     inherit_theta,
     natural_covar_module,
+    theta_to_natural,
 )
 from prolas.gram import GramModel
 from prolas.grammar import Grammar
@@ -63,7 +63,7 @@ def test_gram_equals_gpytorch_modules_and_is_psd(seed: int) -> None:
     t = (x - x[0]) / (x[-1] - x[0])
     model = GramModel(expr, t, period_floor=0.01)
     theta = _random_theta(model, rng)
-    terms, noise = _to_natural(model, theta, float(x[0]), float(x[-1] - x[0]))
+    terms, noise = theta_to_natural(model, theta, float(x[0]), float(x[-1] - x[0]))
     fit = FitResult(str(expr), "ok", x.size, expr.n_params, terms=terms, noise_variance=noise)
     xt = torch.tensor(x, dtype=torch.float64).reshape(-1, 1)
     with torch.no_grad():
@@ -81,7 +81,7 @@ def test_natural_units_round_trip() -> None:
     model = GramModel(parse("LIN*PER*SE + LIN*SE + RQ"), t, period_floor=0.02)
     rng = np.random.default_rng(1)
     theta = _initial_thetas(model, np.sin(t * 20), 0.02, rng, 1)[0]
-    terms, noise = _to_natural(model, theta, float(x[0]), 12.0)
+    terms, noise = theta_to_natural(model, theta, float(x[0]), 12.0)
     fit = FitResult(
         str(model.expr), "ok", 60, model.expr.n_params, terms=terms, noise_variance=noise
     )
