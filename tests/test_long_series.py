@@ -73,6 +73,7 @@ def test_cli_reports_which_points_were_searched(tmp_path) -> None:
     assert json.loads((out2 / "result.json").read_text())["search"]["searched_on"] is None
 
 
+@pytest.mark.slow
 def test_twenty_thousand_points_searched_on_a_subsample_refitted_with_sgpr() -> None:
     """20 000 points: CKS on 200 evenly spaced points, then the SGPR refit on all of them
     recovers the planted period and trend; the log-likelihood is marked as a bound."""

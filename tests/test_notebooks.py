@@ -58,6 +58,7 @@ def test_notebook_opens_with_text_and_imports_only_prolas(path: Path) -> None:
             assert module in ALLOWED_IMPORTS or top == "prolas", f"{path.name} imports {module}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_headless_with_a_small_budget(path: Path, monkeypatch) -> None:
     for key, value in SMALL.items():
