@@ -327,10 +327,7 @@ class ExpressionRegistry:
         self._lm = self.config.label_matrix()
         self.graphs: list[ExpressionGraph] = []
         self._index: dict[str, int] = {}
-        # pairwise (d, d_bar) of registered graphs, NaN = not computed yet; grown by
-        # doubling, so a look-up of a whole block is one fancy index, not a Python loop
-        self._d = np.full((0, 0), np.nan)
-        self._db = np.full((0, 0), np.nan)
+        self._cache: dict[tuple[int, int], tuple[float, float]] = {}
 
     def __len__(self) -> int:
         return len(self.graphs)
@@ -349,36 +346,27 @@ class ExpressionRegistry:
         return [self.index(e) for e in exprs]
 
     def pair(self, i: int, j: int) -> tuple[float, float]:
-        d, db = self.distances([i], [j])
-        return float(d[0, 0]), float(db[0, 0])
-
-    def _grow(self) -> None:
-        n = len(self.graphs)
-        if n <= self._d.shape[0]:
-            return
-        size = max(n, 2 * self._d.shape[0], 64)
-        for name in ("_d", "_db"):
-            old = getattr(self, name)
-            new = np.full((size, size), np.nan)
-            new[: old.shape[0], : old.shape[1]] = old
-            np.fill_diagonal(new, 0.0)
-            setattr(self, name, new)
+        if i == j:
+            return 0.0, 0.0
+        key = (i, j) if i < j else (j, i)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = otmann_distance(self.graphs[key[0]], self.graphs[key[1]], self.config, self._lm)
+            self._cache[key] = hit
+        return hit
 
     def distances(self, idx1, idx2) -> tuple[np.ndarray, np.ndarray]:
-        """``(D, D_bar)`` matrices ``len(idx1) x len(idx2)``; each pair is solved once."""
+        """``(D, D_bar)`` matrices ``len(idx1) x len(idx2)``."""
         idx1 = np.asarray(idx1, dtype=np.int64).reshape(-1)
         idx2 = np.asarray(idx2, dtype=np.int64).reshape(-1)
-        self._grow()
-        block = self._d[np.ix_(idx1, idx2)]
-        missing = np.argwhere(np.isnan(block))
-        if len(missing):
-            pairs = {tuple(sorted((int(idx1[a]), int(idx2[b])))) for a, b in missing}
-            for i, j in sorted(pairs):
-                d, db = otmann_distance(self.graphs[i], self.graphs[j], self.config, self._lm)
-                self._d[i, j] = self._d[j, i] = d
-                self._db[i, j] = self._db[j, i] = db
-            block = self._d[np.ix_(idx1, idx2)]
-        return block, self._db[np.ix_(idx1, idx2)]
+        u1, inv1 = np.unique(idx1, return_inverse=True)
+        u2, inv2 = np.unique(idx2, return_inverse=True)
+        d = np.zeros((len(u1), len(u2)))
+        db = np.zeros((len(u1), len(u2)))
+        for a, i in enumerate(u1):
+            for b, j in enumerate(u2):
+                d[a, b], db[a, b] = self.pair(int(i), int(j))
+        return d[np.ix_(inv1, inv2)], db[np.ix_(inv1, inv2)]
 
 
 class OTKernel(Kernel):
