@@ -58,7 +58,8 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         "--restarts",
         type=_positive_int,
         default=8,
-        help="random restarts per GP fit, run as one batched model (default 8)",
+        help="random restarts per GP fit: each screened for 20 iterations, the best 2 polished "
+        "(default 8)",
     )
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--depth", type=_positive_int, default=4, help="CKS depth limit (default 4)")

@@ -16,12 +16,14 @@ over the N points (GPyTorch's ``ExactMarginalLogLikelihood`` divides it by N),
 ``k = sum_t (1 + #shape params of t) + 1`` and ``BIC = log_likelihood - k/2 ln N``
 (higher is better).
 
-Speed. All R random restarts of one expression are a single batched model
-(``batch_shape = [R]``): one batched Cholesky per step instead of R Python loops.
-The optimisation runs on inputs rescaled to ``t = (x - x_min) / span`` (better
+Speed. The log-likelihood and its analytic gradient come from :mod:`prolas.gram`
+(NumPy/LAPACK, no autograd); L-BFGS-B optimises them inside a box of log-parameters.
+Every restart is screened for a few iterations, the best are polished. The
+optimisation runs on inputs rescaled to ``t = (x - x_min) / span`` (better
 conditioned); hyperparameters are converted back to x's own units afterwards and
-the reported log-likelihood is recomputed in those units, so the numbers in a
-FitResult are exactly consistent with the DESIGN.md formulas.
+the reported log-likelihood is recomputed in those units with the GPyTorch kernel
+modules, so the numbers in a FitResult are exactly consistent with the DESIGN.md
+formulas. ``fit_gp(..., init=fit)`` warm-starts from a related fitted expression.
 
 >>> from prolas.data import Dataset
 >>> import numpy as np
@@ -84,14 +86,14 @@ class FitConfig:
     """Settings of one GP fit.
 
     Attributes:
-        restarts: random initialisations, optimised together as one batched model.
-        max_iter: L-BFGS iterations (each may take several function evaluations).
-        screen_iter, keep: all restarts run ``screen_iter`` batched iterations, then
-            the ``keep`` best are polished to convergence one by one (most of the
-            cost of a fit would otherwise go to restarts that are already clearly
-            worse; screening keeps the breadth of many starts at a fraction of it).
-        screen_points: screening (and a first polish) use at most this many evenly
-            spaced points; the final polish always uses all the data.
+        restarts: random (stratified, data-informed) initialisations.
+        max_iter: L-BFGS-B iterations of a polish (each may take several evaluations).
+        screen_iter, keep: every restart runs ``screen_iter`` L-BFGS-B iterations,
+            then the ``keep`` best are polished to convergence (most of the cost of a
+            fit would otherwise go to restarts that are already clearly worse).
+        screen_points: screening uses at most this many evenly spaced points; the
+            polish always uses all the data.
+        tolerance: L-BFGS-B's relative tolerance on the change of the objective.
         seed: seed for the initialisations (the fit is deterministic given it).
         attempts: bounded retries with fresh initialisations if every restart fails.
     """
