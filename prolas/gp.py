@@ -159,6 +159,13 @@ class FitResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @classmethod
+    def failed(
+        cls, expression: str, n: int, n_params: int, error: str, seconds: float, **extra
+    ) -> FitResult:
+        """A failed fit: no numbers, the reason in ``error``."""
+        return cls(expression, "failed", n, n_params, seconds=seconds, error=error, **extra)
+
     @property
     def expr(self) -> Expression:
         return parse(self.expression)
@@ -672,15 +679,8 @@ def _fit_gp(
 
 
 def _failed(expr: Expression, dataset: Dataset, t_start: float, error: str, R: int) -> FitResult:
-    return FitResult(
-        expression=str(expr),
-        status="failed",
-        n=dataset.n,
-        n_params=expr.n_params,
-        seconds=time.perf_counter() - t_start,
-        error=error,
-        restarts=R,
-    )
+    seconds = time.perf_counter() - t_start
+    return FitResult.failed(str(expr), dataset.n, expr.n_params, error, seconds, restarts=R)
 
 
 def non_finite_field(fit: FitResult) -> str | None:

@@ -454,12 +454,7 @@ class _Problem:
         cols = tf.shape[0]
         out = []
         for i, names in enumerate(model.terms):
-            alpha = beta = None
-            for j, name in enumerate(names):
-                if name == "LIN":
-                    c = float(th[idx[(i, j, "offset")]])
-                    alpha = tu - c if alpha is None else alpha * (tu - c)
-                    beta = tf - c if beta is None else beta * (tf - c)
+            alpha, beta = _lin_product(th, idx, i, names, tu, tf)
             log_v = float(th[idx[(i, -1, "variance")]])
             if not self.stationary[i]:
                 out.append((None, math.exp(log_v) * alpha, beta))
@@ -709,12 +704,7 @@ class _Problem:
         idx, tu, tf = self.model._index, self.tu, self.tf[self.slices[k]]
         out = []
         for i, names in enumerate(self.model.terms):
-            alpha = beta = None
-            for j, name in enumerate(names):
-                if name == "LIN":
-                    c = float(th[idx[(i, j, "offset")]])
-                    alpha = tu - c if alpha is None else alpha * (tu - c)
-                    beta = tf - c if beta is None else beta * (tf - c)
+            alpha, beta = _lin_product(th, idx, i, names, tu, tf)
             if not self.stationary[i]:
                 v = math.exp(float(th[idx[(i, -1, "variance")]]))
                 out.append((None, v * alpha, beta))
@@ -747,18 +737,26 @@ def sgpr_bound(fit: FitResult, dataset: Dataset, *, inducing: int = DEFAULT_INDU
     return value if math.isfinite(value) else math.nan
 
 
+def _lin_product(
+    th: np.ndarray, idx: dict, i: int, names: tuple[str, ...], tu: torch.Tensor, tf: torch.Tensor
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Term ``i``'s LIN factors as rank-one parts: ``prod_f (t_u - c_f)`` on the inducing
+    inputs and ``prod_f (t - c_f)`` on the chunk (``None`` without LIN factors)."""
+    alpha = beta = None
+    for j, name in enumerate(names):
+        if name == "LIN":
+            c = float(th[idx[(i, j, "offset")]])
+            alpha = tu - c if alpha is None else alpha * (tu - c)
+            beta = tf - c if beta is None else beta * (tf - c)
+    return alpha, beta
+
+
 # --- refit --------------------------------------------------------------------------
 
 
 def _failed(fit: FitResult, dataset: Dataset, t0: float, error: str, name: str) -> FitResult:
-    return FitResult(
-        expression=fit.expression,
-        status="failed",
-        n=dataset.n,
-        n_params=fit.n_params,
-        seconds=time.perf_counter() - t0,
-        error=error,
-        approximation=name,
+    return FitResult.failed(
+        fit.expression, dataset.n, fit.n_params, error, time.perf_counter() - t0, approximation=name
     )
 
 
