@@ -1273,7 +1273,7 @@ def _measure_search(data: str, method: str, budget: int, restarts: int) -> dict:
     torch.set_num_threads(1)
     ds = load_csv(data)
     fit_gp("LIN*PER*SE + LIN*SE", synthetic_series(50), FitConfig(restarts=2))  # warm-up
-    timed = _TimedScorer(GPScorer(ds, FitConfig(restarts=restarts)))
+    timed = _TimedScorer(GPScorer(search_data(ds, SearchConfig()), FitConfig(restarts=restarts)))
     ev = Evaluator(timed, budget=budget)
     t = time.perf_counter()
     try:
@@ -1535,9 +1535,9 @@ def fraction_study(
     fit_config = FitConfig(restarts=restarts, seed=0)
     for f in fractions:
         train, test = extrapolation_split(dataset, f)
-        scorer = GPScorer(train, fit_config)
-        ev = Evaluator(scorer, budget=budget)
         cfg = SearchConfig(method=method, budget=budget, restarts=restarts, seed=seed)
+        scorer = GPScorer(search_data(train, cfg), fit_config)  # what run_search searches
+        ev = Evaluator(scorer, budget=budget)
         result, best = run_search(train, cfg, evaluator=ev)
         if best is None:
             raise ProlasError(f"every evaluation failed on the first {f:.0%} of the series")

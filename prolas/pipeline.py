@@ -156,6 +156,12 @@ def run_search(
             already holds are replayed without refitting (resume).
     """
     searched = search_data(dataset, config)
+    scored = getattr(getattr(evaluator, "scorer", None), "dataset", None)
+    if isinstance(scored, Dataset) and scored.n != searched.n:
+        raise ProlasError(
+            f"the evaluator scores {scored.n} points but the search runs on {searched.n} "
+            "(build it on search_data(dataset, config))"
+        )
     ev = evaluator or make_evaluator(searched, config, executor=executor, on_result=on_result)
     if journal is not None:
         journal.attach(ev)

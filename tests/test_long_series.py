@@ -89,3 +89,19 @@ def test_twenty_thousand_points_searched_on_a_subsample_refitted_with_sgpr() -> 
     from prolas.scalable import sgpr_bound
 
     assert best.log_likelihood >= sgpr_bound(result.best.fit, ds, inducing=512) - 1e-6
+
+
+def test_an_evaluator_on_other_points_than_the_search_is_refused() -> None:
+    """A caller that builds its own Evaluator on all points while the search runs on a
+    subsample would score other data than the strategy sees: a clear error instead."""
+    from prolas.errors import ProlasError
+    from prolas.gp import FitConfig, GPScorer
+    from prolas.search.evaluator import Evaluator
+
+    ds = _trend_and_season(500)
+    config = SearchConfig(method="cks", budget=2, search_points=100)
+    with pytest.raises(ProlasError, match="scores 500 points but the search runs on 100"):
+        run_search(ds, config, evaluator=Evaluator(GPScorer(ds, FitConfig(restarts=1)), 2))
+    ev = Evaluator(GPScorer(search_data(ds, config), FitConfig(restarts=1)), 2)
+    result, best = run_search(ds, config, evaluator=ev)
+    assert result.evaluations == 2 and best.n == 500
