@@ -53,7 +53,7 @@ from prolas.errors import NumericsWarning
 from prolas.expr import Expression, parse
 from prolas.gram import NOISE_FLOOR, GramModel, ParamInfo
 from prolas.kernels import KERNEL_MODULES, log_positive
-from prolas.search.evaluator import Score
+from prolas.search.evaluator import Score, first_non_finite
 
 __all__ = [
     "FitConfig",
@@ -671,7 +671,7 @@ def _fit_gp(
                 bic=bic(ll_nat, expr.n_params, dataset.n),
                 seconds=time.perf_counter() - t_start,
             )
-            problem = non_finite_field(fit)
+            problem = first_non_finite(fit.to_json())
             if problem is None:
                 return fit
             errors.append(f"non-finite {problem}")
@@ -681,26 +681,6 @@ def _fit_gp(
 def _failed(expr: Expression, dataset: Dataset, t_start: float, error: str, R: int) -> FitResult:
     seconds = time.perf_counter() - t_start
     return FitResult.failed(str(expr), dataset.n, expr.n_params, error, seconds, restarts=R)
-
-
-def non_finite_field(fit: FitResult) -> str | None:
-    """The first number of an ``"ok"`` fit that is not finite (``"terms[0].period = inf"``)."""
-    scalars = {
-        "log_likelihood": fit.log_likelihood,
-        "bic": fit.bic,
-        "noise_variance": fit.noise_variance,
-    }
-    for name, v in scalars.items():
-        if v is None or not math.isfinite(v):
-            return f"{name} = {v}"
-    for i, term in enumerate(fit.terms):
-        if not math.isfinite(term.variance):
-            return f"terms[{i}].variance = {term.variance}"
-        for j, f in enumerate(term.factors):
-            for name, v in f.params.items():
-                if not math.isfinite(v):
-                    return f"terms[{i}].factors[{j}].{name} = {v}"
-    return None
 
 
 # --- prediction ----------------------------------------------------------------------

@@ -244,14 +244,28 @@ class GramModel:
         k = np.multiply.outer(tc, tc)
         return k, ([(-(self._sum - 2.0 * c), False)] if grad else [])
 
+    def _terms(self, theta: np.ndarray, grad: bool) -> tuple[np.ndarray, list[tuple]]:
+        """``(sum_t K_t, [(K_t, [(k_f, derivs), ...]), ...])`` without the noise."""
+        K = np.zeros((self.n, self.n))
+        terms = []
+        for i, term in enumerate(self.terms):
+            factors = [
+                self._factor(name, theta, self._factor_index[i][j], grad)
+                for j, name in enumerate(term)
+            ]
+            kt = factors[0][0]
+            if len(factors) > 1:  # prod_f k_f, left to right, then the variance
+                kt = kt * factors[1][0]
+                for kf, _ in factors[2:]:
+                    kt *= kf
+            kt = _exp(theta[self._variance_index[i]]) * kt
+            K += kt
+            terms.append((kt, factors))
+        return K, terms
+
     def covariance(self, theta: np.ndarray, noise: bool = True) -> np.ndarray:
         """``K`` (``n x n``), with the noise on the diagonal if ``noise``."""
-        K = np.zeros((self.n, self.n))
-        for i, term in enumerate(self.terms):
-            kt = _exp(theta[self._variance_index[i]])
-            for j, name in enumerate(term):
-                kt = kt * self._factor(name, theta, self._factor_index[i][j], False)[0]
-            K += kt
+        K, _ = self._terms(theta, grad=False)
         if noise:
             K[np.diag_indices(self.n)] += _exp(theta[-1])
         return K
@@ -266,17 +280,7 @@ class GramModel:
         caller decides what a failed point means: the optimiser backs off from it).
         """
         n = self.n
-        term_grams: list[tuple[np.ndarray, list]] = []
-        K = np.zeros((n, n))
-        for i, term in enumerate(self.terms):
-            v = _exp(theta[self._variance_index[i]])
-            factors = [
-                self._factor(name, theta, self._factor_index[i][j], grad)
-                for j, name in enumerate(term)
-            ]
-            kt = v * factors[0][0] if len(factors) == 1 else v * np.prod([f[0] for f in factors], 0)
-            K += kt
-            term_grams.append((kt, factors))
+        K, term_grams = self._terms(theta, grad)
         noise = _exp(theta[-1])
         K[np.diag_indices(n)] += noise
         if not np.all(np.isfinite(K)):

@@ -130,32 +130,23 @@ def dumps_strict(doc: Any, *, what: str = "JSON", indent: int | None = None) -> 
 
 def _clean(obj: Any) -> Any:
     """JSON-safe copy: numpy scalars -> Python, non-finite floats -> None, tuples -> lists."""
+    return _plain(obj, non_finite_to_none=True)
+
+
+def _plain(obj: Any, non_finite_to_none: bool = False) -> Any:
+    """JSON-ready copy (numpy scalars -> Python, tuples -> lists); every value is kept
+    unless ``non_finite_to_none``, which turns NaN and infinities into None."""
     if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
+        return {str(k): _plain(v, non_finite_to_none) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [_plain(v, non_finite_to_none) for v in obj]
     if isinstance(obj, (bool, np.bool_)):
         return bool(obj)
     if isinstance(obj, (int, np.integer)):
         return int(obj)
     if isinstance(obj, (float, np.floating)):
         v = float(obj)
-        return v if math.isfinite(v) else None
-    return obj
-
-
-def _plain(obj: Any) -> Any:
-    """JSON-ready copy that keeps every value (numpy scalars -> Python, tuples -> lists)."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj)
+        return None if non_finite_to_none and not math.isfinite(v) else v
     return obj
 
 
