@@ -34,7 +34,14 @@ import pandas as pd
 
 from prolas.errors import DataError
 
-__all__ = ["Dataset", "load_csv", "extrapolation_split", "MIN_POINTS", "MAX_MAGNITUDE"]
+__all__ = [
+    "Dataset",
+    "load_csv",
+    "extrapolation_split",
+    "decimal_years_to_timestamps",
+    "MIN_POINTS",
+    "MAX_MAGNITUDE",
+]
 
 #: Fewer points than this cannot support a kernel search.
 MIN_POINTS = 5
@@ -82,6 +89,9 @@ class Dataset:
         y: outputs in original units, shape ``(n,)``, float64.
         y_mean, y_std: standardisation constants (``ddof = 0``).
         path, x_column, y_column: provenance (for result.json).
+        x_is_date: x came from a date column and holds decimal years
+            (:func:`decimal_years_to_timestamps` turns it back into dates). Not part of
+            result.json's data block (its keys are fixed by DESIGN.md).
     """
 
     x: np.ndarray
@@ -92,6 +102,7 @@ class Dataset:
     x_column: str = "x"
     y_column: str = "y"
     name: str = field(default="data")
+    x_is_date: bool = False
 
     @classmethod
     def from_arrays(
@@ -103,6 +114,7 @@ class Dataset:
         path: str = "<memory>",
         x_column: str = "x",
         y_column: str = "y",
+        x_is_date: bool = False,
     ) -> Dataset:
         """Validate, sort by x and compute the standardisation constants.
 
@@ -157,7 +169,7 @@ class Dataset:
             )
         x.setflags(write=False)
         y.setflags(write=False)
-        return cls(x, y, mean, std, path, x_column, y_column, name)
+        return cls(x, y, mean, std, path, x_column, y_column, name, x_is_date)
 
     # --- derived quantities ------------------------------------------------------------
     @property
@@ -206,7 +218,17 @@ class Dataset:
         x.setflags(write=False)
         y.setflags(write=False)
         name = f"{self.name} (thinned to {len(idx)} of {self.n})"
-        return Dataset(x, y, self.y_mean, self.y_std, self.path, self.x_column, self.y_column, name)
+        return Dataset(
+            x,
+            y,
+            self.y_mean,
+            self.y_std,
+            self.path,
+            self.x_column,
+            self.y_column,
+            name,
+            self.x_is_date,
+        )
 
     def subset(self, mask: np.ndarray, name: str | None = None) -> Dataset:
         return Dataset.from_arrays(
@@ -216,7 +238,15 @@ class Dataset:
             path=self.path,
             x_column=self.x_column,
             y_column=self.y_column,
+            x_is_date=self.x_is_date,
         )
+
+    @property
+    def x_dates(self) -> pd.DatetimeIndex:
+        """x as dates (:func:`decimal_years_to_timestamps`); only when ``x_is_date``."""
+        if not self.x_is_date:
+            raise ValueError(f"{self.name}: x ({self.x_column!r}) did not come from dates")
+        return decimal_years_to_timestamps(self.x)
 
     def to_json(self) -> dict:
         return {
@@ -236,6 +266,42 @@ def _decimal_years(values: pd.Series) -> np.ndarray:
     end = pd.to_datetime((dt.dt.year + 1).astype(str) + "-01-01")
     frac = (dt - start) / (end - start)
     return (dt.dt.year + frac).to_numpy(dtype=np.float64)
+
+
+def decimal_years_to_timestamps(
+    values: np.ndarray | list[float] | float, resolution: str | None = "s"
+) -> pd.DatetimeIndex:
+    """Decimal years -> dates: the inverse of :func:`_decimal_years`.
+
+    ``v = Y + f`` with ``Y = floor(v)`` is the date ``Jan 1 of Y + f * (length of
+    year Y)``, with the year's true length (365 or 366 days), exactly as
+    :func:`_decimal_years` measures the fraction. A float64 decimal year near 2000
+    resolves about 7 microseconds, so the dates are rounded to ``resolution``
+    (``"s"``, a second, by default; ``None`` keeps nanoseconds): a date with whole
+    seconds survives ``dates -> decimal years -> dates`` exactly.
+
+    >>> decimal_years_to_timestamps([2001.0, 2001.5]).strftime("%Y-%m-%d %H:%M").tolist()
+    ['2001-01-01 00:00', '2001-07-02 12:00']
+
+    Raises:
+        DataError: a value that is not finite or outside pandas' date range
+            (1678-2261).
+    """
+    v = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    lo, hi = pd.Timestamp.min.year + 1, pd.Timestamp.max.year - 1
+    bad = ~np.isfinite(v) | (v < lo) | (v >= hi)
+    if bad.any():
+        raise DataError(
+            f"decimal year {float(v[bad][0])!r} cannot be shown as a date "
+            f"(dates run from {lo} to {hi})"
+        )
+    years = np.floor(v).astype(np.int64)
+    start = (years - 1970).astype("datetime64[Y]").astype("datetime64[ns]")
+    end = (years - 1969).astype("datetime64[Y]").astype("datetime64[ns]")
+    length = (end - start).astype(np.int64)  # nanoseconds in the year
+    offset = np.rint((v - years) * length).astype(np.int64).astype("timedelta64[ns]")
+    out = pd.DatetimeIndex(start + offset)
+    return out.round(resolution) if resolution else out
 
 
 def _as_numeric(df: pd.DataFrame, col: str, path: str) -> tuple[np.ndarray, bool]:
@@ -360,6 +426,7 @@ def load_csv(
         rest = [c for c in usable if c != y]
         x = rest[0] if rest else None
 
+    x_is_date = False
     yv, y_is_date = _as_numeric(df, y, str(p))
     if y_is_date:
         raise DataError(f"{p}: column {y!r} holds dates; y must be numeric (use --y)")
@@ -367,7 +434,7 @@ def load_csv(
         xv = np.arange(len(df), dtype=np.float64)
         x_col = "index"
     else:
-        xv, _ = _as_numeric(df, x, str(p))
+        xv, x_is_date = _as_numeric(df, x, str(p))
         x_col = x
     if dropna:
         keep = np.isfinite(xv) & np.isfinite(yv)
@@ -377,7 +444,13 @@ def load_csv(
             )
             xv, yv = xv[keep], yv[keep]
     return Dataset.from_arrays(
-        xv, yv, name=name or p.stem, path=str(path), x_column=x_col, y_column=y
+        xv,
+        yv,
+        name=name or p.stem,
+        path=str(path),
+        x_column=x_col,
+        y_column=y,
+        x_is_date=x_is_date,
     )
 
 
