@@ -1,14 +1,24 @@
 """Immutable kernel expressions and their canonical sum-of-products form.
 
-An expression is a tree of base kernels (``SE``, ``LIN``, ``PER``, ``RQ``) joined by
-``+`` and ``*``. The tree carries no hyperparameter values and no torch; the GP
-model is built from it only in :mod:`prolas.gp`.
+An expression is a tree of base kernels (``SE``, ``LIN``, ``PER``, ``RQ`` and the
+constant ``C``) joined by ``+``, ``*`` and the change operators ``CP(A, B)`` (A before
+a change-point, B after) and ``CW(A, B)`` (B inside a change-window, A outside).
+The tree carries no hyperparameter values and no torch; the GP model is built from
+it only in :mod:`prolas.gp`.
 
 Every expression has one **canonical form** (DESIGN.md): products are distributed
 over sums; inside a product ``SE*SE`` collapses to ``SE`` (idempotent kernels);
 identical terms merge; factors are sorted alphabetically and joined by ``*``;
 terms are sorted and joined by `` + ``. Equality and hashing use the canonical
-form, so ``(SE + PER) * LIN == LIN*PER + LIN*SE``.
+form, so ``(SE + PER) * LIN == LIN*PER + LIN*SE``. ``C`` is dropped from a product
+with other factors (the term variance scales it). Products distribute over a change
+operator (``CP(A, B) * D = CP(A*D, B*D)``), whose sides are canonical recursively;
+a change operator is one additive item, printed ``CP(A, B)``.
+
+For fitting, :attr:`Expression.terms` expands the canonical form into a plain sum of
+products in which every change operator contributes a factor to each term on its
+sides (``CP_BEFORE`` = (1 - σ(x))(1 - σ(x')), ``CP_AFTER`` = σ(x)σ(x')); those
+factors share the operator's location and width.
 
 >>> from prolas.expr import parse, SE, PER, LIN
 >>> str((SE + PER) * LIN)
@@ -17,11 +27,14 @@ form, so ``(SE + PER) * LIN == LIN*PER + LIN*SE``.
 True
 >>> parse("LIN*PER*SE + LIN*SE").n_params
 9
+>>> str(parse("cp(lin, per) * se"))
+'CP(LIN*SE, PER*SE)'
+>>> parse("CP(LIN, PER*SE)").terms
+(('CP_BEFORE:0', 'LIN'), ('CP_AFTER:0', 'PER', 'SE'))
 """
 
 from __future__ import annotations
 
-import itertools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
@@ -36,7 +49,20 @@ __all__ = [
     "Sum",
     "Product",
     "Term",
+    "Change",
+    "ChangeItem",
+    "ChangeGroup",
+    "CHANGE_OPERATORS",
+    "CHANGE_FACTORS",
+    "factor_kernel",
+    "factor_group",
+    "factor_shape_params",
+    "from_items",
+    "from_terms",
     "parse",
+    "C",
+    "CP",
+    "CW",
     "SE",
     "LIN",
     "PER",
@@ -86,33 +112,141 @@ BASE_KERNELS: dict[str, BaseKernelSpec] = {
             "smooth function with multi-scale variation",
         ),
         BaseKernelSpec("SE", ("lengthscale",), "exp(-d^2 / (2 l^2))", True, "smooth function"),
+        BaseKernelSpec("C", (), "1", True, "constant"),
     )
 }
 
-#: A product term in canonical form: factor names sorted alphabetically.
+#: A change operator: its shape parameters (shared by every term it expands into) and
+#: the factor names of its two sides, ``(A side, B side)`` (DESIGN.md).
+CHANGE_OPERATORS: dict[str, tuple[tuple[str, ...], tuple[str, str]]] = {
+    "CP": (("location", "width"), ("CP_BEFORE", "CP_AFTER")),
+    "CW": (("start", "end", "width"), ("CW_OUTSIDE", "CW_INSIDE")),
+}
+#: Factor name (``"CP_BEFORE"`` ...) -> its change operator (``"CP"``).
+CHANGE_FACTORS: dict[str, str] = {
+    side: op for op, (_, sides) in CHANGE_OPERATORS.items() for side in sides
+}
+
+#: A product term of base kernels in canonical form: factor names sorted alphabetically.
 Term = tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class ChangeItem:
+    """``CP(A, B)`` or ``CW(A, B)`` in canonical form: ``A`` and ``B`` are canonical
+    sums (tuples of items). One additive item of an expression's canonical form."""
+
+    op: str
+    a: tuple[Item, ...]
+    b: tuple[Item, ...]
+
+    def __str__(self) -> str:
+        return f"{self.op}({_items_str(self.a)}, {_items_str(self.b)})"
+
+
+#: One additive item of a canonical form: a product of base kernels or a change operator.
+Item = Term | ChangeItem
+
+
+def _item_str(item: Item) -> str:
+    return str(item) if isinstance(item, ChangeItem) else "*".join(item)
+
+
+def _items_str(items: tuple[Item, ...]) -> str:
+    return " + ".join(_item_str(i) for i in items)
+
+
 def _canonical_term(factors: tuple[str, ...]) -> Term:
-    """Sort factors and collapse repeated idempotent kernels (SE*SE -> SE)."""
+    """Sort factors and collapse repeated idempotent kernels (SE*SE -> SE); the constant
+    ``C`` is dropped from a product with any other factor (C*K is K: the term variance
+    already scales it)."""
     out: list[str] = []
     for name in sorted(factors):
         if out and out[-1] == name and BASE_KERNELS[name].idempotent:
             continue
         out.append(name)
+    if len(out) > 1 and "C" in out:
+        out.remove("C")
     return tuple(out)
 
 
-def _canonical_terms(terms: list[tuple[str, ...]]) -> tuple[Term, ...]:
-    """Canonicalise every term, merge identical terms, sort the terms."""
-    return tuple(sorted({_canonical_term(t) for t in terms}))
+def _canonical_items(items: list[Item]) -> tuple[Item, ...]:
+    """Merge identical items and sort them by their printed form."""
+    return tuple(sorted(set(items), key=_item_str))
+
+
+def _multiply(x: Item, y: Item) -> Item:
+    """The product of two items in canonical form: products distribute over change
+    operators (``CP(A, B) * D = CP(A*D, B*D)``); of two change operators, the one that
+    prints later is distributed into the other (so the result does not depend on order).
+    """
+    if isinstance(x, ChangeItem) and isinstance(y, ChangeItem) and _item_str(y) < _item_str(x):
+        x, y = y, x
+    if isinstance(y, ChangeItem) and not isinstance(x, ChangeItem):
+        x, y = y, x
+    if isinstance(x, ChangeItem):
+        return ChangeItem(x.op, _multiply_sums(x.a, (y,)), _multiply_sums(x.b, (y,)))
+    return _canonical_term(x + y)
+
+
+def _multiply_sums(xs: tuple[Item, ...], ys: tuple[Item, ...]) -> tuple[Item, ...]:
+    return _canonical_items([_multiply(a, b) for a in xs for b in ys])
+
+
+@dataclass(frozen=True)
+class ChangeGroup:
+    """One change operator in an expression's expansion: ``op`` and its index (the
+    order in which the canonical form is read, depth first)."""
+
+    op: str
+    index: int
+
+    @property
+    def shape_params(self) -> tuple[str, ...]:
+        return CHANGE_OPERATORS[self.op][0]
+
+
+def _expand(
+    items: tuple[Item, ...], groups: list[ChangeGroup], prefix: tuple[str, ...]
+) -> list[tuple[str, ...]]:
+    """Expanded product terms: change factors (``"CP_BEFORE:0"``, outermost first), then
+    the term's base kernels. A term that is only ``C`` under a change keeps no base factor."""
+    out: list[tuple[str, ...]] = []
+    for item in items:
+        if isinstance(item, ChangeItem):
+            group = ChangeGroup(item.op, len(groups))
+            groups.append(group)
+            side_a, side_b = CHANGE_OPERATORS[item.op][1]
+            out += _expand(item.a, groups, (*prefix, f"{side_a}:{group.index}"))
+            out += _expand(item.b, groups, (*prefix, f"{side_b}:{group.index}"))
+        else:
+            bases = item if not (prefix and item == ("C",)) else ()
+            out.append((*prefix, *bases))
+    return out
+
+
+def factor_kernel(name: str) -> str:
+    """The kernel of an expanded factor name: ``"CP_BEFORE:0"`` -> ``"CP_BEFORE"``."""
+    return name.split(":", 1)[0]
+
+
+def factor_shape_params(kind: str) -> tuple[str, ...]:
+    """Shape parameters of a factor kind: a base kernel's, or its change operator's."""
+    if kind in CHANGE_FACTORS:
+        return CHANGE_OPERATORS[CHANGE_FACTORS[kind]][0]
+    return BASE_KERNELS[kind].shape_params
+
+
+def factor_group(name: str) -> int | None:
+    """The change group of an expanded factor name (``None`` for a base kernel)."""
+    return int(name.split(":", 1)[1]) if ":" in name else None
 
 
 class Expression(ABC):
     """Base class of the immutable expression tree.
 
-    Subclasses: :class:`Base` (a leaf), :class:`Sum`, :class:`Product`. The
-    operators ``+`` and ``*`` build new nodes; n-ary nodes flatten nested nodes of
+    Subclasses: :class:`Base` (a leaf), :class:`Sum`, :class:`Product`, :class:`Change`.
+    The operators ``+`` and ``*`` build new nodes; n-ary nodes flatten nested nodes of
     the same kind (as GPyTorch's ``AdditiveKernel``/``ProductKernel`` do).
     """
 
@@ -121,27 +255,61 @@ class Expression(ABC):
 
     # --- structure -----------------------------------------------------------------
     @abstractmethod
-    def _raw_terms(self) -> list[tuple[str, ...]]:
-        """Un-canonicalised product terms (factor-name tuples) of this node."""
+    def _items(self) -> tuple[Item, ...]:
+        """This node's canonical form: a sorted tuple of distinct additive items."""
 
     @cached_property
-    def terms(self) -> tuple[Term, ...]:
-        """Canonical sum-of-products: a sorted tuple of sorted factor tuples."""
-        return _canonical_terms(self._raw_terms())
+    def items(self) -> tuple[Item, ...]:
+        """Canonical additive items: base-kernel products (sorted factor tuples) and
+        change operators (:class:`ChangeItem`, children canonical), sorted by print."""
+        return self._items()
+
+    @cached_property
+    def has_change(self) -> bool:
+        """Whether the canonical form holds a change operator."""
+        return any(isinstance(i, ChangeItem) for i in self.items)
+
+    @cached_property
+    def _expansion(self) -> tuple[tuple[tuple[str, ...], ...], tuple[ChangeGroup, ...]]:
+        groups: list[ChangeGroup] = []
+        terms = tuple(_expand(self.items, groups, ()))
+        return terms, tuple(groups)
+
+    @property
+    def terms(self) -> tuple[tuple[str, ...], ...]:
+        """The model's sum of products, one tuple of factor names per term.
+
+        Without change operators these are the canonical terms (sorted tuples of base
+        kernels). A change operator contributes factors named ``"<SIDE>:<group>"``
+        (e.g. ``"CP_BEFORE:0"``) to every term on that side; terms with the same group
+        share its location/width parameters (:attr:`change_groups`).
+        """
+        return self._expansion[0]
+
+    @property
+    def change_groups(self) -> tuple[ChangeGroup, ...]:
+        """The change operators of the expansion, in the order of their group index."""
+        return self._expansion[1]
 
     @cached_property
     def canonical(self) -> str:
         """The canonical string, e.g. ``'LIN*PER + LIN*SE'`` (the cache key)."""
-        return " + ".join("*".join(t) for t in self.terms)
+        return _items_str(self.items)
 
     def canonical_form(self) -> Expression:
-        """The canonical sum-of-products as a tree (a Sum of Products of Bases)."""
-        return from_terms(self.terms)
+        """The canonical form as a tree."""
+        return parse(self.canonical)
 
     @property
     def n_params(self) -> int:
-        """k = sum over terms of (1 variance + shape params of its factors) + 1 noise."""
-        return sum(1 + sum(len(BASE_KERNELS[f].shape_params) for f in t) for t in self.terms) + 1
+        """k = shape params of each change operator (once) + per term (1 variance + its
+        base factors' shape params) + 1 noise (DESIGN.md)."""
+        shapes = sum(len(g.shape_params) for g in self.change_groups)
+        per_term = sum(
+            1 + sum(len(BASE_KERNELS[f].shape_params) for f in t if ":" not in f)
+            for t in self.terms
+        )
+        return shapes + per_term + 1
 
     @property
     def n_terms(self) -> int:
@@ -149,11 +317,12 @@ class Expression(ABC):
 
     @property
     def base_counts(self) -> dict[str, int]:
-        """How many times each base kernel appears in the canonical form."""
+        """How many times each base kernel appears in the expanded terms."""
         counts = dict.fromkeys(BASE_KERNELS, 0)
         for t in self.terms:
             for f in t:
-                counts[f] += 1
+                if ":" not in f:
+                    counts[f] += 1
         return counts
 
     # --- operators -----------------------------------------------------------------
@@ -171,10 +340,10 @@ class Expression(ABC):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Expression):
             return NotImplemented
-        return self.terms == other.terms
+        return self.items == other.items
 
     def __hash__(self) -> int:
-        return hash(self.terms)
+        return hash(self.items)
 
     def __lt__(self, other: Expression) -> bool:
         return self.canonical < other.canonical
@@ -200,8 +369,8 @@ class Base(Expression):
             )
         object.__setattr__(self, "name", key)
 
-    def _raw_terms(self) -> list[tuple[str, ...]]:
-        return [(self.name,)]
+    def _items(self) -> tuple[Item, ...]:
+        return ((self.name,),)
 
     def tree_str(self) -> str:
         return self.name
@@ -234,42 +403,90 @@ class Sum(_NAry):
 
     symbol = "+"
 
-    def _raw_terms(self) -> list[tuple[str, ...]]:
-        return [t for op in self.operands for t in op._raw_terms()]
+    def _items(self) -> tuple[Item, ...]:
+        return _canonical_items([i for op in self.operands for i in op.items])
 
 
 class Product(_NAry):
-    """n-ary product of expressions; distributes over sums in :attr:`terms`."""
+    """n-ary product of expressions; distributes over sums and change operators."""
 
     symbol = "*"
 
-    def _raw_terms(self) -> list[tuple[str, ...]]:
-        out: list[tuple[str, ...]] = [()]
-        for op in self.operands:
-            out = [a + b for a, b in itertools.product(out, op._raw_terms())]
+    def _items(self) -> tuple[Item, ...]:
+        out = self.operands[0].items
+        for op in self.operands[1:]:
+            out = _multiply_sums(out, op.items)
         return out
 
 
+class Change(Expression):
+    """A change operator: ``Change("CP", A, B)`` is A before a change-point and B after
+    it; ``Change("CW", A, B)`` is B inside a window and A outside (DESIGN.md)."""
+
+    def __init__(self, op: str, a: Expression, b: Expression) -> None:
+        key = op.upper()
+        if key not in CHANGE_OPERATORS:
+            raise ExpressionError(f"unknown change operator {op!r}; known: CP, CW")
+        if not (isinstance(a, Expression) and isinstance(b, Expression)):
+            raise ExpressionError(f"{key} needs two expressions")
+        object.__setattr__(self, "op", key)
+        object.__setattr__(self, "a", a)
+        object.__setattr__(self, "b", b)
+
+    def _items(self) -> tuple[Item, ...]:
+        return (ChangeItem(self.op, self.a.items, self.b.items),)
+
+    def tree_str(self) -> str:
+        return f"{self.op}({self.a.tree_str()}, {self.b.tree_str()})"
+
+
+def CP(a: Expression, b: Expression) -> Expression:  # noqa: N802 (the operator's name)
+    """``CP(A, B)``: A before a change-point, B after it."""
+    return Change("CP", a, b)
+
+
+def CW(a: Expression, b: Expression) -> Expression:  # noqa: N802
+    """``CW(A, B)``: B inside a change-window, A outside it."""
+    return Change("CW", a, b)
+
+
+def from_items(items: tuple[Item, ...] | list[Item]) -> Expression:
+    """Build an expression from additive items (base-kernel products and
+    :class:`ChangeItem` s), the inverse of :attr:`Expression.items`."""
+    if not items:
+        raise ExpressionError("an expression needs at least one term")
+    nodes: list[Expression] = []
+    for item in _canonical_items(list(items)):
+        if isinstance(item, ChangeItem):
+            nodes.append(Change(item.op, from_items(item.a), from_items(item.b)))
+        elif not item:
+            raise ExpressionError("an expression needs at least one non-empty term")
+        else:
+            factors = [Base(f) for f in item]
+            nodes.append(factors[0] if len(factors) == 1 else Product(tuple(factors)))
+    return nodes[0] if len(nodes) == 1 else Sum(tuple(nodes))
+
+
 def from_terms(terms: tuple[Term, ...] | list[tuple[str, ...]]) -> Expression:
-    """Build an expression from a list of product terms (factor-name tuples)."""
+    """Build an expression from a list of base-kernel product terms (factor-name tuples)."""
     if not terms or any(len(t) == 0 for t in terms):
         raise ExpressionError("an expression needs at least one non-empty term")
-    nodes: list[Expression] = []
-    for t in _canonical_terms(list(terms)):
-        factors = [Base(f) for f in t]
-        nodes.append(factors[0] if len(factors) == 1 else Product(tuple(factors)))
-    return nodes[0] if len(nodes) == 1 else Sum(tuple(nodes))
+    if any(":" in f for t in terms for f in t):
+        raise ExpressionError("expanded change-operator terms cannot be rebuilt; use parse")
+    return from_items([_canonical_term(tuple(t)) for t in terms])
 
 
 SE = Base("SE")
 LIN = Base("LIN")
 PER = Base("PER")
 RQ = Base("RQ")
+C = Base("C")
 
 
 # --- parsing ------------------------------------------------------------------------
 # Grammar:  sum := product ('+' product)* ;  product := atom (('*'|'×') atom)* ;
-#           atom := NAME | '(' sum ')'.  Names are case-insensitive.
+#           atom := NAME | ('CP'|'CW') '(' sum ',' sum ')' | '(' sum ')'.
+# Names are case-insensitive.
 
 
 def _tokenize(text: str) -> list[tuple[str, int]]:
@@ -279,7 +496,7 @@ def _tokenize(text: str) -> list[tuple[str, int]]:
         ch = text[i]
         if ch.isspace():
             i += 1
-        elif ch in "+*×()":
+        elif ch in "+*×(),":
             tokens.append(("*" if ch == "×" else ch, i))
             i += 1
         elif ch.isalpha():
@@ -301,7 +518,8 @@ def _pointer(text: str, pos: int, message: str) -> str:
 def parse(text: str) -> Expression:
     """Parse a kernel expression such as ``"(SE + PER) × lin"``.
 
-    Accepts ``+``, ``*`` or ``×``, parentheses, any whitespace and any case.
+    Accepts ``+``, ``*`` or ``×``, ``CP(A, B)`` and ``CW(A, B)``, parentheses, any
+    whitespace and any case.
 
     Raises:
         ExpressionError: with the position of the first offending token.
@@ -313,6 +531,13 @@ def parse(text: str) -> Expression:
 
     def peek() -> tuple[str, int] | None:
         return tokens[pos] if pos < len(tokens) else None
+
+    def expect(symbol: str, message: str) -> None:
+        nonlocal pos
+        tok = peek()
+        if tok is None or tok[0] != symbol:
+            raise ExpressionError(_pointer(text, tok[1] if tok else len(text), message))
+        pos += 1
 
     def parse_sum() -> Expression:
         nonlocal pos
@@ -345,6 +570,14 @@ def parse(text: str) -> Expression:
                 raise ExpressionError(_pointer(text, where, "expected ')'"))
             pos += 1
             return node
+        if value in CHANGE_OPERATORS:
+            pos += 1
+            expect("(", f"expected '(' after {value}")
+            a = parse_sum()
+            expect(",", f"expected ',' between the two sides of {value}")
+            b = parse_sum()
+            expect(")", "expected ')'")
+            return Change(value, a, b)
         if value in BASE_KERNELS:
             pos += 1
             return Base(value)
@@ -353,7 +586,8 @@ def parse(text: str) -> Expression:
                 _pointer(
                     text,
                     at,
-                    f"unknown kernel {value!r} (known: {', '.join(sorted(BASE_KERNELS))})",
+                    f"unknown kernel {value!r} (known: "
+                    f"{', '.join([*sorted(BASE_KERNELS), *CHANGE_OPERATORS])})",
                 )
             )
         raise ExpressionError(_pointer(text, at, f"unexpected {value!r}"))

@@ -50,7 +50,7 @@ from threadpoolctl import threadpool_limits
 
 from prolas.data import Dataset
 from prolas.errors import NumericsWarning
-from prolas.expr import Expression, parse
+from prolas.expr import CHANGE_FACTORS, Expression, factor_group, factor_kernel, parse
 from prolas.gram import NOISE_FLOOR, GramModel, ParamInfo
 from prolas.kernels import KERNEL_MODULES, log_positive
 from prolas.search.evaluator import Score, first_non_finite
@@ -240,6 +240,7 @@ def build_covar_module(
     for term in expr.terms:
         factors = []
         for name in term:
+            name = factor_kernel(name)  # "CP_BEFORE:0" -> "CP_BEFORE" (values tied by the fit)
             cls = KERNEL_MODULES[name]
             kwargs = {"period_floor": period_floor} if name == "PER" else {}
             factors.append(cls(batch_shape=batch_shape, **kwargs))
@@ -362,6 +363,7 @@ def _initial_thetas(
     Uniform draws are stratified, so that R restarts cover each range evenly.
     """
     periods = candidate_periods(model.t, y, floor)
+    breaks = candidate_breaks(model.t, y) if any(p.group >= 0 for p in model.params) else None
     n_terms = len(model.terms)
     theta = np.empty((R, model.size))
 
@@ -376,8 +378,18 @@ def _initial_thetas(
     # shortest lengthscale worth starting from: two sample spacings (Nyquist, as PER)
     shortest = min(0.02, max(floor, 1e-3))
     per_index: dict[tuple[int, int], int] = {}
+    starts: dict[int, np.ndarray] = {}
     for k, p in enumerate(model.params):
-        if p.name == "variance":
+        if p.name == "location":
+            theta[:, k] = _change_locations(breaks, p.group, rng, uniform(0.05, 0.95))
+        elif p.name == "start":
+            starts[p.group] = _change_locations(breaks, p.group, rng, uniform(0.05, 0.8))
+            theta[:, k] = starts[p.group]
+        elif p.name == "end":
+            theta[:, k] = starts[p.group] + logu(0.05, 0.5)
+        elif p.name == "width":
+            theta[:, k] = logu(0.003, 0.05)
+        elif p.name == "variance":
             theta[:, k] = logu(0.3, 1.5) - math.log(n_terms)
         elif p.name == "noise":
             theta[:, k] = logu(1e-3, 0.2)
@@ -402,6 +414,50 @@ def _initial_thetas(
     return np.vstack([model.clip(row) for row in theta])
 
 
+def candidate_breaks(t: np.ndarray, y: np.ndarray, k: int = 4) -> np.ndarray:
+    """Locations (units of ``t``) where the series most likely changes regime.
+
+    For each split point on a grid over the inner 90 % of the range, a straight line
+    is fitted on either side; the split's score is the Gaussian log-likelihood of the
+    two pieces with their own residual variances, so changes of level, slope and noise
+    all show. Returns the ``k`` best local maxima, best first.
+    """
+    grid = np.linspace(0.05, 0.95, 61) * (t.max() - t.min()) + t.min()
+
+    def piece(mask: np.ndarray) -> float:
+        tt, yy = t[mask], y[mask]
+        if tt.size < 4:
+            return -math.inf
+        resid = yy - np.polyval(np.polyfit(tt, yy, 1), tt)
+        return -0.5 * tt.size * math.log(max(float(np.mean(resid**2)), 1e-12))
+
+    score = np.array([piece(t < b) + piece(t >= b) for b in grid])
+    peaks = [
+        i
+        for i in range(len(grid))
+        if math.isfinite(score[i])
+        and (i == 0 or score[i] >= score[i - 1])
+        and (i == len(grid) - 1 or score[i] >= score[i + 1])
+    ]
+    peaks.sort(key=lambda i: -score[i])
+    return grid[peaks[:k]] if peaks else grid[[len(grid) // 2]]
+
+
+def _change_locations(
+    breaks: np.ndarray | None, group: int, rng: np.random.Generator, spread: np.ndarray
+) -> np.ndarray:
+    """Initial change locations for ``R`` restarts: half at the data's candidate break
+    points (cycling, with a little jitter; later groups start at later candidates), the
+    other half ``spread`` evenly over the range."""
+    out = np.array(spread, dtype=np.float64)
+    if breaks is None or breaks.size == 0:
+        return out
+    R = out.size
+    idx = (np.arange(R) // 2 + group) % breaks.size
+    out[0::2] = breaks[idx[0::2]] + rng.normal(0.0, 0.01, out[0::2].size)
+    return out
+
+
 class ParameterSpace(Protocol):
     """What the conversions need of a model: its canonical terms and ``theta``'s layout
     (:func:`prolas.gram.parameter_layout`); :class:`GramModel` and the SGPR model are both."""
@@ -417,8 +473,15 @@ def theta_to_natural(
 
     Lengthscales and periods scale by ``s``; LIN offsets map ``c = x0 + s c_t``; since
     ``(x - c)(x' - c) = s^2 (t - c_t)(t' - c_t)``, a term's variance is divided by
-    ``s^2`` for every LIN factor it holds. PER's lengthscale is dimensionless.
+    ``s^2`` for every LIN factor it holds. PER's lengthscale is dimensionless. A change
+    operator's location/start/end map like an offset, its width like a lengthscale;
+    its values are repeated in every factor that carries them (DESIGN.md).
     """
+    changes: dict[int, dict[str, float]] = {}
+    for p, v in zip(model.params, theta):
+        if p.group >= 0:
+            value = p.value(v)
+            changes.setdefault(p.group, {})[p.name] = value * s if p.log else x0 + s * value
     terms = []
     for i, names in enumerate(model.terms):
         variance = 0.0
@@ -435,11 +498,16 @@ def theta_to_natural(
                 factors[p.factor][p.name] = value * s
             else:
                 factors[p.factor][p.name] = value
-        terms.append(TermFit(variance, tuple(FactorFit(n, f) for n, f in zip(names, factors))))
+        for j, name in enumerate(names):
+            if (g := factor_group(name)) is not None:
+                factors[j] = dict(changes[g])
+        kinds = [factor_kernel(n) for n in names]
+        terms.append(TermFit(variance, tuple(FactorFit(n, f) for n, f in zip(kinds, factors))))
     return tuple(terms), model.params[-1].value(theta[-1])
 
 
 def _term_affinity(names: tuple[str, ...], term: TermFit, used: bool) -> tuple[int, bool, int]:
+    names = tuple(factor_kernel(n) for n in names)
     kinds = [f.kernel for f in term.factors]
     shared = sum(min(names.count(k), kinds.count(k)) for k in set(names))
     return shared, not used, -abs(len(kinds) - len(names))
@@ -475,7 +543,7 @@ def inherit_theta(
             used.add(best)
         pool = list(source.factors) if source else []
         picked: list[dict[str, float] | None] = []
-        for name in names:
+        for name in map(factor_kernel, names):
             match = next((f for f in pool if f.kernel == name), None)
             if match is not None:
                 pool.remove(match)
@@ -503,6 +571,26 @@ def inherit_theta(
             if p.log and not value > 0:
                 continue
             theta[k] = p.to_theta(value)
+    # change operators: the k-th CP (CW) of the child starts where the parent's k-th was
+    parent_changes: dict[str, list[dict[str, float]]] = {}
+    for term in parent.terms:
+        for f in term.factors:
+            op = CHANGE_FACTORS.get(f.kernel)
+            if op is not None and f.params not in parent_changes.setdefault(op, []):
+                parent_changes[op].append(f.params)
+    rank: dict[int, int] = {}  # group -> its rank among the child's groups of that op
+    for k, p in enumerate(model.params):
+        if p.group < 0:
+            continue
+        if p.group not in rank:
+            rank[p.group] = len({q.group for q in model.params if q.kernel == p.kernel} & set(rank))
+        nth = rank[p.group]
+        found = parent_changes.get(p.kernel, [])
+        if nth < len(found) and p.name in found[nth]:
+            value = float(found[nth][p.name])
+            value = value / s if p.log else (value - x0) / s
+            if not p.log or value > 0:
+                theta[k] = p.to_theta(value)
     if parent.noise_variance is not None and parent.noise_variance > 0:
         theta[-1] = model.params[-1].to_theta(parent.noise_variance)
     lo, hi = np.array([(p.lower, p.upper) for p in model.params]).T

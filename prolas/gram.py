@@ -51,8 +51,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky
 from scipy.linalg.lapack import dpotri
+from scipy.special import expit
 
-from prolas.expr import Expression
+from prolas.expr import CHANGE_FACTORS, CHANGE_OPERATORS, Expression, factor_group, factor_kernel
 
 __all__ = [
     "GramModel",
@@ -87,12 +88,14 @@ class ParamInfo:
     """One entry of ``theta``: where it belongs and its box in the optimised space.
 
     Attributes:
-        term: index of the product term (``-1`` for the noise).
+        term: index of the product term (``-1`` for the noise and change parameters).
         factor: index of the factor inside the term (``-1`` for a variance or noise).
-        kernel: ``"variance"``, ``"noise"`` or the factor's kernel name.
+        kernel: ``"variance"``, ``"noise"``, the factor's kernel name, or ``"CP"``/``"CW"``.
         name: ``"variance"``, ``"noise"`` or the shape parameter (``"period"`` …).
         log: whether ``theta`` holds the logarithm of the value.
         lower, upper: bounds on ``theta`` (on the log where ``log``).
+        group: the change operator's group index for its shared location/width
+            parameters (:attr:`prolas.expr.Expression.change_groups`), else ``-1``.
     """
 
     term: int
@@ -102,6 +105,7 @@ class ParamInfo:
     log: bool
     lower: float
     upper: float
+    group: int = -1
 
     def value(self, theta_j: float) -> float:
         return _exp(theta_j) if self.log else float(theta_j)
@@ -120,6 +124,10 @@ _OFFSET = (-10.0, 11.0)
 _LOG_VARIANCE = (math.log(1e-8), math.log(1e6))
 _LOG_NOISE = (math.log(NOISE_FLOOR), math.log(10.0))
 _MAX_PERIOD = 100.0
+# Change locations may sit a little outside the data (a change just before the first
+# or after the last point); widths from sharp steps to a blend over the whole span.
+_LOCATION = (-0.25, 1.25)
+_LOG_WIDTH = (math.log(1e-4), math.log(1.0))
 
 
 def parameter_layout(
@@ -131,9 +139,24 @@ def parameter_layout(
     """
     floor = max(float(period_floor), 1e-12)
     params: list[ParamInfo] = []
+    # change operators first, once per group (shared by every term on their sides)
+    groups: dict[int, str] = {}
+    for term in terms:
+        for name in term:
+            if (g := factor_group(name)) is not None:
+                groups.setdefault(g, CHANGE_FACTORS[factor_kernel(name)])
+    for g in sorted(groups):
+        op = groups[g]
+        for pname in CHANGE_OPERATORS[op][0]:
+            if pname == "width":
+                params.append(ParamInfo(-1, -1, op, pname, True, *_LOG_WIDTH, group=g))
+            else:
+                params.append(ParamInfo(-1, -1, op, pname, False, *_LOCATION, group=g))
     for i, term in enumerate(terms):
         params.append(ParamInfo(i, -1, "variance", "variance", True, *_LOG_VARIANCE))
         for j, name in enumerate(term):
+            if factor_group(name) is not None:
+                continue
             if name in ("SE", "RQ"):
                 params.append(ParamInfo(i, j, name, "lengthscale", True, *_LOG_LENGTHSCALE))
             if name == "RQ":
@@ -144,7 +167,7 @@ def parameter_layout(
                 params.append(ParamInfo(i, j, name, "period", True, math.log(floor), hi))
             if name == "LIN":
                 params.append(ParamInfo(i, j, name, "offset", False, *_OFFSET))
-            if name not in ("SE", "RQ", "PER", "LIN"):
+            if name not in ("SE", "RQ", "PER", "LIN", "C"):
                 raise ValueError(f"no analytic Gram matrix for kernel {name!r}")
     params.append(ParamInfo(-1, -1, "noise", "noise", True, *_LOG_NOISE))
     return tuple(params)
@@ -168,10 +191,16 @@ class GramModel:
         params = self.params
         # where each term's variance and each factor's parameters sit in theta
         self._variance_index = [k for k, p in enumerate(params) if p.name == "variance"]
+        group_index = {
+            g: [k for k, p in enumerate(params) if p.group == g]
+            for g in {p.group for p in params if p.group >= 0}
+        }
         self._factor_index: list[list[list[int]]] = [
             [
-                [k for k, p in enumerate(params) if (p.term, p.factor) == (i, j)]
-                for j in range(len(f))
+                group_index[g]
+                if (g := factor_group(name)) is not None
+                else [k for k, p in enumerate(params) if (p.term, p.factor) == (i, j)]
+                for j, name in enumerate(f)
             ]
             for i, f in enumerate(self.terms)
         ]
@@ -210,6 +239,10 @@ class GramModel:
         self, name: str, theta: np.ndarray, idx: list[int], grad: bool
     ) -> tuple[np.ndarray, list[tuple[np.ndarray, bool]]]:
         """``(k_f, [(M, relative), ...])`` for one factor: ``dk/dθ = k*M`` if relative else M."""
+        if ":" in name:
+            return self._change_factor(factor_kernel(name), theta, idx, grad)
+        if name == "C":
+            return np.ones((self.n, self.n)), []
         if name == "SE":
             ls2 = _exp(2.0 * theta[idx[0]])
             r = self._d2 / ls2
@@ -243,6 +276,43 @@ class GramModel:
         tc = self.t - c
         k = np.multiply.outer(tc, tc)
         return k, ([(-(self._sum - 2.0 * c), False)] if grad else [])
+
+    def _change_factor(
+        self, side: str, theta: np.ndarray, idx: list[int], grad: bool
+    ) -> tuple[np.ndarray, list[tuple[np.ndarray, bool]]]:
+        """A change factor ``s(t) s(t')`` (rank one) and its relative derivatives.
+
+        With ``z = (t - l) / w`` and ``σ = expit(z)``: ``CP_AFTER`` has ``s = σ``,
+        ``CP_BEFORE`` ``s = 1 - σ``; ``CW_INSIDE`` has ``s = u = σ₁(1 - σ₂)`` (σᵢ at
+        start and end, one width), ``CW_OUTSIDE`` ``s = 1 - u``. The derivative of
+        ``s(t)s(t')`` in a parameter is ``k * (m(t) + m(t'))`` with ``m = (ds/dθ) / s``,
+        which stays bounded where ``s`` underflows (no division by a vanishing ``s``).
+        """
+        w = _exp(theta[idx[-1]])
+        if side in ("CP_BEFORE", "CP_AFTER"):
+            z = (self.t - theta[idx[0]]) / w
+            sig, one_minus = expit(z), expit(-z)
+            if side == "CP_AFTER":
+                s, ms = sig, [-one_minus / w, -one_minus * z]
+            else:
+                s, ms = one_minus, [sig / w, sig * z]
+        else:
+            z1, z2 = (self.t - theta[idx[0]]) / w, (self.t - theta[idx[1]]) / w
+            s1, c1 = expit(z1), expit(-z1)  # σ₁ and 1 - σ₁
+            s2, c2 = expit(z2), expit(-z2)
+            u = s1 * c2
+            # d log u / d (start, end, log w)
+            inside = [-c1 / w, s2 / w, -c1 * z1 + s2 * z2]
+            if side == "CW_INSIDE":
+                s, ms = u, inside
+            else:
+                s = c1 + s1 * s2  # 1 - u, without cancellation
+                ratio = np.divide(u, s, out=np.zeros_like(u), where=s > 0)
+                ms = [-ratio * m for m in inside]
+        k = np.multiply.outer(s, s)
+        if not grad:
+            return k, []
+        return k, [(m[:, None] + m[None, :], True) for m in ms]
 
     def _terms(self, theta: np.ndarray, grad: bool) -> tuple[np.ndarray, list[tuple]]:
         """``(sum_t K_t, [(K_t, [(k_f, derivs), ...]), ...])`` without the noise."""
@@ -308,7 +378,7 @@ class GramModel:
         Kinv = np.tril(Kinv) + np.tril(Kinv, -1).T
         W = np.multiply.outer(alpha, alpha)
         W -= Kinv
-        g = np.empty(self.size)
+        g = np.zeros(self.size)  # += : change parameters are shared by several terms
         for i, (kt, factors) in enumerate(term_grams):
             wk = W * kt
             g[self._variance_index[i]] = 0.5 * wk.sum()
@@ -316,13 +386,13 @@ class GramModel:
                 idx = self._factor_index[i][j]
                 for (M, relative), pos in zip(derivs, idx):
                     if relative:
-                        g[pos] = 0.5 * float(np.vdot(wk, M))
+                        g[pos] += 0.5 * float(np.vdot(wk, M))
                     else:  # LIN: W * (v prod_{other factors}) * dk/dc
                         others = _exp(theta[self._variance_index[i]])
                         for jj, (kg, _) in enumerate(factors):
                             if jj != j:
                                 others = others * kg
-                        g[pos] = 0.5 * float(np.vdot(W * others, M))
+                        g[pos] += 0.5 * float(np.vdot(W * others, M))
         g[-1] = 0.5 * noise * float(np.trace(W))
         if not np.all(np.isfinite(g)):
             return math.nan, None

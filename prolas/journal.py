@@ -124,6 +124,8 @@ def fingerprint(dataset: Dataset, config: SearchConfig) -> dict[str, Any]:
         fp["searched_points"] = int(searched)
     if config.method == "cks":
         fp["depth"] = int(config.depth)
+        if config.change:  # absent when off, so journals written before it still resume
+            fp["change"] = True
     else:
         from prolas.grammar import Grammar
 

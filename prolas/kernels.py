@@ -11,7 +11,16 @@ SE                exp(-d^2 / (2 l^2))                         lengthscale l
 LIN               (x - c)(x' - c)                             offset c
 PER               exp(-2 sin^2(pi |d| / p) / l^2)             lengthscale l, period p
 RQ                (1 + d^2 / (2 alpha l^2))^(-alpha)          lengthscale l, alpha
+C                 1                                           (none)
+CP_BEFORE         (1 - σ(x))(1 - σ(x'))                        location l, width w
+CP_AFTER          σ(x) σ(x')                                   location l, width w
+CW_OUTSIDE        (1 - u(x))(1 - u(x'))                        start, end, width w
+CW_INSIDE         u(x) u(x')                                   start, end, width w
 ================  ==========================================  ====================
+
+``σ(x) = 1 / (1 + exp(-(x - l) / w))``; ``u(x) = σ_start(x) (1 - σ_end(x))`` with one
+shared width. The change factors are what ``CP(A, B)`` and ``CW(A, B)`` contribute to
+each term of their sides (DESIGN.md); tied parameters are simply set equal.
 
 GPyTorch's own ``PeriodicKernel`` divides by ``l`` rather than ``l^2`` and its
 ``LinearKernel`` has no offset, hence these small modules. Amplitude lives in one
@@ -29,7 +38,16 @@ import torch
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import Kernel
 
-__all__ = ["SEKernel", "LINKernel", "PERKernel", "RQKernel", "KERNEL_MODULES", "log_positive"]
+__all__ = [
+    "SEKernel",
+    "LINKernel",
+    "PERKernel",
+    "RQKernel",
+    "ConstantFactor",
+    "ChangeFactor",
+    "KERNEL_MODULES",
+    "log_positive",
+]
 
 
 def log_positive(lower: float = 0.0) -> GreaterThan:
@@ -150,10 +168,64 @@ class RQKernel(_BaseKernel):
         return torch.pow(1.0 + 0.5 * (d / ls) ** 2 / a, -a)
 
 
+class ConstantFactor(_BaseKernel):
+    """The constant kernel ``C``: 1 everywhere (its term variance is its only parameter)."""
+
+    shape_params = ()
+
+    def forward(self, x1, x2, diag: bool = False, **params):
+        d = _diff(x1, x2, diag)
+        return torch.ones_like(d)
+
+
+class ChangeFactor(_BaseKernel):
+    """A change-operator factor ``s(x) s(x')`` (rank one); ``side`` picks ``s``.
+
+    ``CP_AFTER``: ``s = σ``; ``CP_BEFORE``: ``s = 1 - σ``, with
+    ``σ(x) = 1 / (1 + exp(-(x - location) / width))``. ``CW_INSIDE``: ``s = u =
+    σ_start (1 - σ_end)``; ``CW_OUTSIDE``: ``s = 1 - u``.
+    """
+
+    side = ""
+
+    def __init__(self, batch_shape: torch.Size = torch.Size()) -> None:
+        super().__init__(batch_shape)
+        for name in self.shape_params:
+            self._param(name, log_positive() if name == "width" else None)
+
+    def weight(self, x: torch.Tensor) -> torch.Tensor:
+        """``s(x)`` for inputs ``batch x n x 1``."""
+        w = self._get("width")
+        if self.side.startswith("CP"):
+            z = (x - self._get("location")) / w
+            return torch.sigmoid(z) if self.side == "CP_AFTER" else torch.sigmoid(-z)
+        u = torch.sigmoid((x - self._get("start")) / w) * torch.sigmoid(-(x - self._get("end")) / w)
+        return u if self.side == "CW_INSIDE" else 1.0 - u
+
+    def forward(self, x1, x2, diag: bool = False, **params):
+        s1, s2 = self.weight(x1), self.weight(x2)
+        if diag:
+            return (s1 * s2)[..., 0]
+        return s1 @ s2.transpose(-1, -2)
+
+
+def _change_factor(side: str, params: tuple[str, ...]) -> type[ChangeFactor]:
+    return type(
+        f"{side}Factor",
+        (ChangeFactor,),
+        {"side": side, "shape_params": params, "__doc__": f"``{side}`` change factor."},
+    )
+
+
 #: Base-kernel name -> GPyTorch module class (extend together with prolas.expr.BASE_KERNELS).
 KERNEL_MODULES: dict[str, type[_BaseKernel]] = {
     "SE": SEKernel,
     "LIN": LINKernel,
     "PER": PERKernel,
     "RQ": RQKernel,
+    "C": ConstantFactor,
+    "CP_BEFORE": _change_factor("CP_BEFORE", ("location", "width")),
+    "CP_AFTER": _change_factor("CP_AFTER", ("location", "width")),
+    "CW_OUTSIDE": _change_factor("CW_OUTSIDE", ("start", "end", "width")),
+    "CW_INSIDE": _change_factor("CW_INSIDE", ("start", "end", "width")),
 }

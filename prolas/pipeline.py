@@ -52,6 +52,9 @@ class SearchConfig:
         restarts: random restarts per GP fit (batched).
         seed: seeds the strategy and every fit.
         depth: CKS depth limit.
+        change: CKS also expands by the Automatic Statistician's change rules
+            (``CP(S, S)``, ``CW(S, S)``, ``CW(S, C)``, ``CW(C, S)``, ``CP(S, B)``,
+            ``CP(B, S)``; :func:`prolas.search.greedy.expand`).
         grammar: grammar file or shipped grammar name (random, structural, prolas).
         checkpoint: KG-VAE checkpoint path or shipped name (prolas).
         train_vae: train a data-specific KG-VAE on the data's inputs first (prolas).
@@ -73,6 +76,7 @@ class SearchConfig:
     restarts: int = 8
     seed: int = 0
     depth: int = 4
+    change: bool = False
     grammar: str = "default"
     checkpoint: str = "default"
     train_vae: bool = False
@@ -214,7 +218,7 @@ def best_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> Fi
 def _run_cks(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> SearchResult:
     from prolas.search.greedy import search_cks
 
-    return search_cks(ev, depth=config.depth, seed=config.seed)
+    return search_cks(ev, depth=config.depth, change=config.change, seed=config.seed)
 
 
 def _run_random(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> SearchResult:

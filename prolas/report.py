@@ -44,7 +44,7 @@ import numpy as np
 from prolas import __version__
 from prolas.data import Dataset
 from prolas.errors import ExpressionError, NonFiniteError
-from prolas.expr import BASE_KERNELS, parse
+from prolas.expr import factor_group, factor_kernel, factor_shape_params, parse
 from prolas.gp import FitResult, decompose, predict
 from prolas.search.evaluator import Evaluation, SearchResult, first_non_finite, one_line
 
@@ -308,8 +308,10 @@ def _validate_best(best: dict, n: int) -> None:
         "best.terms",
         f"{len(terms)} terms but {best['expression']!r} has {len(e.terms)}",
     )
-    for i, (term, names) in enumerate(zip(terms, e.terms)):
+    tied: dict[int, tuple[str, dict]] = {}  # change group -> (first place, its values)
+    for i, (term, expanded) in enumerate(zip(terms, e.terms)):
         where = f"best.terms[{i}]"
+        names = tuple(factor_kernel(f) for f in expanded)
         _check_keys(term, ("variance", "factors"), where)
         _check(_is_num(term["variance"]) and term["variance"] >= 0, where, "bad variance")
         factors = term["factors"]
@@ -318,11 +320,19 @@ def _validate_best(best: dict, n: int) -> None:
         _check(got == names, f"{where}.factors", f"kernels {got} but canonical order is {names}")
         for j, (f, name) in enumerate(zip(factors, names)):
             fw = f"{where}.factors[{j}]"
-            _check_keys(f, ("kernel", *BASE_KERNELS[name].shape_params), fw)
-            for p in BASE_KERNELS[name].shape_params:
+            shape = factor_shape_params(name)
+            _check_keys(f, ("kernel", *shape), fw)
+            for p in shape:
                 _check(_is_num(f[p]), f"{fw}.{p}", f"expected a finite number, got {f[p]!r}")
-                if p != "offset":
+                if p not in ("offset", "location", "start", "end"):
                     _check(f[p] > 0, f"{fw}.{p}", "must be positive")
+            if (g := factor_group(expanded[j])) is not None:
+                first, values = tied.setdefault(g, (fw, {p: f[p] for p in shape}))
+                _check(
+                    all(f[p] == values[p] for p in shape),
+                    fw,
+                    f"change parameters differ from {first} (one change operator, tied values)",
+                )
 
 
 def validate_result_json(d: dict) -> None:

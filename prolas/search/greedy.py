@@ -3,9 +3,12 @@
 Level 1 evaluates every base kernel. Each further level expands the current best
 expression S into
 
-* ``S + B`` and ``S * B`` for every base kernel B, and
+* ``S + B`` and ``S * B`` for every base kernel B,
 * every single replacement ``B -> B'`` of one base-kernel occurrence in S's
-  canonical sum-of-products form,
+  canonical form (inside change operators too), and
+* with ``change=True``, the change rules of the Automatic Statistician (ABCD; Lloyd
+  et al., 2014): ``CP(S, S)``, ``CW(S, S)``, ``CW(S, C)``, ``CW(C, S)``, and a change
+  to or from a new base kernel, ``CP(S, B)`` and ``CP(B, S)``,
 
 evaluates all new candidates of the level as one batch (so an executor can fit
 them in parallel), and moves to the best expression found so far. The search stops
@@ -22,14 +25,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from prolas.expr import BASE_KERNELS, Base, Expression, from_terms, parse
+from prolas.expr import CP, CW, Base, ChangeItem, Expression, Item, from_items, parse
 from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
 
-__all__ = ["expand", "search_cks"]
+__all__ = ["expand", "search_cks", "STANDARD_BASE_KERNELS"]
+
+#: CKS's base kernel set B (Duvenaud et al., 2013).
+STANDARD_BASE_KERNELS: tuple[str, ...] = ("SE", "LIN", "PER", "RQ")
 
 
-def expand(expr: Expression, base_kernels: Sequence[str]) -> list[Expression]:
-    """CKS neighbours of ``expr``: S+B, S*B and every single replacement B->B'.
+def _replacements(items: tuple[Item, ...], base_kernels: Sequence[str]) -> list[tuple[Item, ...]]:
+    """Every single replacement B -> B' of one base-kernel occurrence in ``items``."""
+    out: list[tuple[Item, ...]] = []
+    for i, item in enumerate(items):
+        if isinstance(item, ChangeItem):
+            for side in ("a", "b"):
+                for new in _replacements(getattr(item, side), base_kernels):
+                    parts = {"a": item.a, "b": item.b, side: new}
+                    out.append((*items[:i], ChangeItem(item.op, **parts), *items[i + 1 :]))
+            continue
+        for j, name in enumerate(item):
+            for b in base_kernels:
+                if b != name:
+                    out.append((*items[:i], (*item[:j], b, *item[j + 1 :]), *items[i + 1 :]))
+    return out
+
+
+def expand(expr: Expression, base_kernels: Sequence[str], change: bool = False) -> list[Expression]:
+    """CKS neighbours of ``expr``: S+B, S*B, every single replacement B->B' and, with
+    ``change``, the change rules (module docstring).
 
     Returned in a fixed order (deterministic), without duplicates and without
     ``expr`` itself.
@@ -46,22 +70,23 @@ def expand(expr: Expression, base_kernels: Sequence[str]) -> list[Expression]:
         add(expr + Base(b))
     for b in base_kernels:
         add(expr * Base(b))
-    terms = [list(t) for t in expr.terms]
-    for i, term in enumerate(terms):
-        for j, name in enumerate(term):
-            for b in base_kernels:
-                if b == name:
-                    continue
-                new_terms = [list(t) for t in terms]
-                new_terms[i][j] = b
-                add(from_terms([tuple(t) for t in new_terms]))
+    for items in _replacements(expr.items, base_kernels):
+        add(from_items(items))
+    if change:
+        const = Base("C")
+        for e in (CP(expr, expr), CW(expr, expr), CW(expr, const), CW(const, expr)):
+            add(e)
+        for b in base_kernels:
+            add(CP(expr, Base(b)))
+            add(CP(Base(b), expr))
     return out
 
 
 def search_cks(
     evaluator: Evaluator,
     *,
-    base_kernels: Sequence[str] = tuple(BASE_KERNELS),
+    base_kernels: Sequence[str] = STANDARD_BASE_KERNELS,
+    change: bool = False,
     depth: int = 4,
     seed: int = 0,
     on_level: Callable[[int, Expression], None] | None = None,
@@ -70,6 +95,7 @@ def search_cks(
 
     Args:
         base_kernels: the base kernel set B.
+        change: also expand by the change rules (``CP``/``CW``; module docstring).
         depth: number of levels (level 1 = the base kernels alone).
         seed: recorded for the result; CKS itself is deterministic.
         on_level: optional callback ``(level, best expression)`` after each level.
@@ -101,7 +127,7 @@ def search_cks(
         if not improved and level > 1:
             stopped = "no improvement"
             break
-        frontier = [e for e in expand(best_expr, base_kernels) if not evaluator.seen(e)]
+        frontier = [e for e in expand(best_expr, base_kernels, change) if not evaluator.seen(e)]
         if not frontier:
             stopped = "no new candidates"
             break
