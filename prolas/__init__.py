@@ -6,6 +6,7 @@ Public API::
     ds = load_csv("data/airline.csv")
     fit = fit_gp(parse("LIN*PER*SE + LIN*SE"), ds)
     result, best = search(ds, method="cks", budget=20)
+    fc = forecast(best, ds, horizon=12)  # Forecast: x, mean, lower, upper (95 % band)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ __version__ = "0.1.0"
 from prolas.data import Dataset, extrapolation_split, load_csv
 from prolas.errors import ProlasError
 from prolas.expr import LIN, PER, RQ, SE, Expression, parse
+from prolas.forecast import Forecast, forecast
 from prolas.gp import FitConfig, FitResult, decompose, fit_gp, predict
 from prolas.grammar import Grammar
 
@@ -36,6 +38,7 @@ __all__ = [
     "Expression",
     "FitConfig",
     "FitResult",
+    "Forecast",
     "Grammar",
     "LIN",
     "PER",
@@ -45,6 +48,7 @@ __all__ = [
     "decompose",
     "extrapolation_split",
     "fit_gp",
+    "forecast",
     "load_csv",
     "parse",
     "predict",

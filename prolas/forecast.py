@@ -1,0 +1,586 @@
+"""Forecasts: y's predictive distribution beyond the data, from one model or a mixture.
+
+The inputs. ``horizon=H`` forecasts H future steps after the last input, continuing
+the data's regular spacing: ``x_{n+h} = x_n + h Δ`` with Δ the median spacing of the
+distinct inputs (:attr:`Dataset.spacing`). When x came from dates
+(:attr:`Dataset.x_is_date`), the steps follow the calendar instead: a monthly,
+quarterly, yearly, weekly or daily series (``pandas.infer_freq``) continues on the
+first of the month, and so on; otherwise the median time step is added. Explicit
+inputs are given with ``x_new``.
+
+One model (``method="best"``). A fitted model ``M`` (hyperparameters fixed) gives the
+Gaussian predictive of a new observation,
+
+    y* | y, M ~ N(m(x*), v(x*)),   v = latent posterior variance + noise variance,
+
+in y's original units (:func:`prolas.gp.predict` with ``include_noise=True``); the
+``level`` band is ``m ± z v^½`` with ``z = Φ⁻¹((1 + level) / 2)`` (1.96 for 95 %).
+
+Bayesian model averaging (``method="bma"``). K fitted models with weights
+
+    w_i = exp(BIC_i - max_j BIC_j) / Σ_k exp(BIC_k - max_j BIC_j),
+
+i.e. ``exp(BIC)`` as the Laplace/BIC approximation of each model's evidence ``p(y | M_i)``
+under a uniform prior over the models, give the mixture predictive
+
+    p(y* | y) = Σ_i w_i N(y*; m_i, v_i),
+    mean = Σ_i w_i m_i,   variance = Σ_i w_i (v_i + m_i²) - mean².
+
+The mixture's band is between its quantiles ``F⁻¹((1 - level) / 2)`` and
+``F⁻¹((1 + level) / 2)`` with ``F(q) = Σ_i w_i Φ((q - m_i) / v_i^½)``, found by
+bisection (:func:`mixture_quantiles`), not by a Gaussian with the mixture's variance:
+two models that disagree give a band that covers both, and a bimodal mixture is not
+widened symmetrically. AutoGP.jl (Saad et al. 2023) forecasts in the same way with a
+weighted mixture of its particles' posteriors.
+
+Rolling origin (:func:`rolling_origin_check`): each model, with its hyperparameters
+fixed, is conditioned on a prefix of the data and scored on the points after it, for
+several origins in the last part of the data.
+
+>>> from prolas import load_csv, fit_gp, forecast          # doctest: +SKIP
+>>> ds = load_csv("data/airline_train.csv")                 # doctest: +SKIP
+>>> fc = forecast(fit_gp("LIN*PER*SE + LIN*SE", ds), ds, horizon=12)  # doctest: +SKIP
+>>> fc.to_csv("forecast.csv")                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+from scipy.special import logsumexp, ndtr, ndtri
+
+from prolas.data import Dataset, _decimal_years, decimal_years_to_timestamps
+from prolas.errors import ProlasError
+from prolas.gp import FitResult, predict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from prolas.pipeline import SearchConfig
+    from prolas.search.evaluator import SearchResult
+
+__all__ = [
+    "Forecast",
+    "ForecastError",
+    "FORECAST_METHODS",
+    "MAX_HORIZON",
+    "bic_weights",
+    "forecast",
+    "future_x",
+    "mixture_cdf",
+    "mixture_quantiles",
+    "plot_forecast",
+    "rolling_origin_check",
+    "top_fits",
+]
+
+#: ``best``: the predictive of the highest-BIC model; ``bma``: the BIC-weighted mixture.
+FORECAST_METHODS = ("best", "bma")
+
+
+#: Longest forecast (steps); far beyond any horizon a GP's extrapolation can support.
+MAX_HORIZON = 100_000
+
+#: Forecast inputs predicted per batch (the predictive computes a batch x batch matrix).
+_BATCH = 1000
+
+
+class ForecastError(ProlasError, ValueError):
+    """Bad forecast arguments (horizon, inputs, models, weights, level)."""
+
+
+# --- the result ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Forecast:
+    """A forecast: y's predictive distribution at the inputs ``x``.
+
+    Attributes:
+        x: inputs in x's own units (decimal years when x came from dates), shape ``(m,)``.
+        x_display: the inputs as the user's data had them: a ``pandas.DatetimeIndex``
+            when x came from dates, else ``x`` itself.
+        mean: predictive mean in y's original units.
+        lower, upper: the central ``level`` predictive interval (y's original units).
+        level: probability mass between ``lower`` and ``upper`` (0.95 by default).
+        method: ``"best"`` or ``"bma"``.
+        models: the expressions of the mixture's components (one for ``best``).
+        weights: their weights (sum 1).
+        component_means, component_sds: each component's Gaussian predictive in y's
+            original units, shape ``(len(models), m)``; :meth:`log_density` uses them.
+    """
+
+    x: np.ndarray
+    x_display: np.ndarray | pd.DatetimeIndex
+    mean: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    level: float
+    method: str
+    models: tuple[str, ...]
+    weights: tuple[float, ...]
+    component_means: np.ndarray = field(repr=False)
+    component_sds: np.ndarray = field(repr=False)
+
+    def __len__(self) -> int:
+        return int(self.x.size)
+
+    @property
+    def is_dates(self) -> bool:
+        return isinstance(self.x_display, pd.DatetimeIndex)
+
+    @property
+    def sd(self) -> np.ndarray:
+        """Standard deviation of the (mixture) predictive: ``(Σ w (v + m²) - mean²)^½``."""
+        w = np.asarray(self.weights)[:, None]
+        second = (w * (self.component_sds**2 + self.component_means**2)).sum(0)
+        return np.sqrt(np.maximum(second - self.mean**2, 0.0))
+
+    def log_density(self, y: np.ndarray) -> np.ndarray:
+        """Log predictive density of observations ``y`` at ``x`` (y's original units),
+        ``log Σ_i w_i N(y; m_i, v_i)``, per point."""
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        if y.shape != self.x.shape:
+            raise ForecastError(f"{y.size} observations for {self.x.size} forecast inputs")
+        return _mixture_log_density(y, self.component_means, self.component_sds, self.weights)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Columns ``x`` (dates when the input had dates, else numbers), ``mean``,
+        ``lower``, ``upper``."""
+        return pd.DataFrame(
+            {"x": self.x_display, "mean": self.mean, "lower": self.lower, "upper": self.upper}
+        )
+
+    def to_csv(self, path: str | Path) -> Path:
+        """Write :meth:`to_frame` as CSV; dates in ISO 8601 (``2001-07-01``, or
+        ``2001-07-01T12:00:00`` when some have a time of day)."""
+        frame = self.to_frame()
+        if self.is_dates:
+            frame["x"] = _iso(self.x_display)
+        path = Path(path)
+        frame.to_csv(path, index=False)
+        return path
+
+
+def _iso(dates: pd.DatetimeIndex) -> list[str]:
+    with_time = bool((dates != dates.normalize()).any())
+    return list(dates.strftime("%Y-%m-%dT%H:%M:%S" if with_time else "%Y-%m-%d"))
+
+
+# --- inputs ----------------------------------------------------------------------------
+
+
+def _check_horizon(horizon: object) -> int:
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
+        raise ForecastError(f"horizon must be a positive integer (future steps), got {horizon!r}")
+    if horizon > MAX_HORIZON:
+        raise ForecastError(f"horizon {horizon} is beyond the limit of {MAX_HORIZON} steps")
+    return int(horizon)
+
+
+def future_x(dataset: Dataset, horizon: int) -> tuple[np.ndarray, np.ndarray | pd.DatetimeIndex]:
+    """The ``horizon`` inputs after the data's last one, continuing its spacing.
+
+    Returns ``(x, x_display)``: x in x's units and, for a dated series, the dates
+    (see the module docstring: calendar steps when pandas recognises the frequency,
+    else the median time step); for a numeric series ``x_display`` is ``x`` and the
+    step is :attr:`Dataset.spacing`.
+    """
+    horizon = _check_horizon(horizon)
+    steps = np.arange(1, horizon + 1, dtype=np.float64)
+    if not dataset.x_is_date:
+        x = dataset.x[-1] + dataset.spacing * steps
+        return x, x
+    dates = pd.DatetimeIndex(dataset.x_dates.unique())
+    try:
+        freq = pd.infer_freq(dates)
+    except (TypeError, ValueError):
+        freq = None
+    if freq is not None:
+        future = pd.date_range(dates[-1], periods=horizon + 1, freq=freq)[1:]
+    else:
+        step = pd.Series(dates).diff().dropna().median()
+        future = pd.DatetimeIndex([dates[-1] + k * step for k in range(1, horizon + 1)])
+    future = pd.DatetimeIndex(future).as_unit("ns")
+    return _decimal_years(pd.Series(future)), future
+
+
+# --- mixtures --------------------------------------------------------------------------
+
+
+def bic_weights(bics: Sequence[float]) -> np.ndarray:
+    """``w_i ∝ exp(BIC_i - max BIC)``: BIC as the approximate log evidence."""
+    b = np.asarray(bics, dtype=np.float64)
+    if b.size == 0 or not np.all(np.isfinite(b)):
+        raise ForecastError("BIC weights need finite BICs")
+    w = np.exp(b - b.max())
+    return w / w.sum()
+
+
+def mixture_cdf(
+    q: np.ndarray, means: np.ndarray, sds: np.ndarray, weights: Sequence[float]
+) -> np.ndarray:
+    """``F(q) = Σ_i w_i Φ((q - m_i) / s_i)`` per point; means, sds ``(K, m)``, q ``(m,)``."""
+    w = np.asarray(weights, dtype=np.float64)[:, None]
+    sds = np.maximum(sds, np.finfo(np.float64).tiny)
+    return (w * ndtr((np.asarray(q)[None, :] - means) / sds)).sum(0)
+
+
+def mixture_quantiles(
+    p: float, means: np.ndarray, sds: np.ndarray, weights: Sequence[float]
+) -> np.ndarray:
+    """The ``p`` quantile of the Gaussian mixture at every point, by bisection.
+
+    The quantile lies between the smallest and the largest component quantile
+    ``m_i + s_i Φ⁻¹(p)`` (at the smallest, every component's CDF is at most p, so F
+    is too; at the largest, at least p). Bisection on that bracket, vectorised over
+    the points, runs until the bracket cannot shrink in float64 (at most 200 halvings);
+    for one component, or components with equal quantiles, the bracket is a single
+    point and the answer is exact.
+    """
+    means = np.atleast_2d(np.asarray(means, dtype=np.float64))
+    sds = np.atleast_2d(np.asarray(sds, dtype=np.float64))
+    if not 0.0 < p < 1.0:
+        raise ForecastError(f"quantile probability must be in (0, 1), got {p}")
+    each = means + sds * ndtri(p)
+    lo, hi = each.min(0), each.max(0)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if np.all((mid <= lo) | (mid >= hi)):
+            break
+        below = mixture_cdf(mid, means, sds, weights) < p
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return 0.5 * (lo + hi)
+
+
+def _log_normal(y: np.ndarray, means: np.ndarray, sds: np.ndarray) -> np.ndarray:
+    """Each component's Gaussian log density ``log N(y; m_i, s_i²)``, ``(K, points)``."""
+    sds = np.maximum(sds, np.finfo(np.float64).tiny)
+    z = (y[None, :] - means) / sds
+    return -0.5 * z**2 - np.log(sds) - 0.5 * math.log(2 * math.pi)
+
+
+def _mixture_log_density(
+    y: np.ndarray, means: np.ndarray, sds: np.ndarray, weights: Sequence[float]
+) -> np.ndarray:
+    """``log Σ_i w_i N(y; m_i, s_i²)`` per point, by log-sum-exp."""
+    with np.errstate(divide="ignore"):  # a zero weight is log 0 = -inf: no contribution
+        log_w = np.log(np.asarray(weights, dtype=np.float64))
+    return logsumexp(_log_normal(y, means, sds) + log_w[:, None], axis=0)
+
+
+# --- the forecast ----------------------------------------------------------------------
+
+
+def _as_fits(
+    fit_or_fits: FitResult | Sequence[FitResult], weights: Sequence[float] | None = None
+) -> tuple[list[FitResult], np.ndarray | None]:
+    """The successful fits, and the weights given for them (checked, normalised)."""
+    fits = [fit_or_fits] if isinstance(fit_or_fits, FitResult) else list(fit_or_fits)
+    if not fits:
+        raise ForecastError("no model to forecast with")
+    for f in fits:
+        if not isinstance(f, FitResult):
+            raise ForecastError(f"expected FitResult objects, got {type(f).__name__}")
+    keep = np.array([f.ok and f.bic is not None and math.isfinite(f.bic) for f in fits])
+    if not keep.any():
+        raise ForecastError("every model given failed to fit; nothing to forecast with")
+    w = None
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if w.size != len(fits):
+            raise ForecastError(f"{w.size} weights for {len(fits)} models")
+        w = w[keep]
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+            raise ForecastError("weights must be finite, non-negative and not all zero")
+        w = w / w.sum()
+    return [f for f, k in zip(fits, keep) if k], w
+
+
+def _standardised(dataset: Dataset) -> Dataset:
+    """``dataset`` with y standardised: predictions come back standardised, so that
+    they are scaled to y's units once, at the end (as :mod:`prolas.report` does)."""
+    from prolas.report import _standardised_view
+
+    return _standardised_view(dataset)
+
+
+def _components(
+    fits: Sequence[FitResult], dataset: Dataset, x: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each model's predictive mean and sd at ``x`` for standardised y, ``(K, m)`` each."""
+    view = _standardised(dataset)
+    means, variances = np.empty((len(fits), x.size)), np.empty((len(fits), x.size))
+    for i, f in enumerate(fits):
+        for start in range(0, x.size, _BATCH):
+            part = slice(start, start + _BATCH)
+            means[i, part], variances[i, part] = predict(f, view, x[part], include_noise=True)
+    return means, np.sqrt(variances)
+
+
+def forecast(
+    fit_or_fits: FitResult | Sequence[FitResult],
+    dataset: Dataset,
+    horizon: int | None = None,
+    *,
+    x_new: np.ndarray | Sequence[float] | None = None,
+    method: str = "best",
+    level: float = 0.95,
+    weights: Sequence[float] | None = None,
+) -> Forecast:
+    """Forecast y from fitted models (hyperparameters fixed) conditioned on ``dataset``.
+
+    Args:
+        fit_or_fits: one :class:`FitResult` or several (failed fits are skipped),
+            each fitted on ``dataset`` (the models it conditions on).
+        dataset: the data the models were fitted on.
+        horizon: number of future steps after the last input (:func:`future_x`).
+        x_new: explicit inputs in x's units (decimal years for a dated series)
+            instead of ``horizon``.
+        method: ``"best"`` (the highest-BIC model's Gaussian predictive) or ``"bma"``
+            (the BIC-weighted mixture of all the models; see the module docstring).
+        level: probability of the central band (0.95: the 2.5 % and 97.5 % quantiles).
+        weights: ``bma`` only: the mixture weights (normalised) instead of BIC weights.
+
+    Returns:
+        a :class:`Forecast` in y's original units.
+
+    Raises:
+        ForecastError: neither or both of ``horizon`` and ``x_new``; a bad horizon,
+            level, method or weights; no successful fit.
+    """
+    if method not in FORECAST_METHODS:
+        raise ForecastError(f"unknown forecast method {method!r}; choose from {FORECAST_METHODS}")
+    if not 0.0 < float(level) < 1.0:
+        raise ForecastError(f"level must be between 0 and 1, got {level}")
+    if (horizon is None) == (x_new is None):
+        raise ForecastError("give exactly one of horizon (future steps) and x_new (inputs)")
+    if horizon is not None:
+        x, x_display = future_x(dataset, horizon)
+    else:
+        x = np.asarray(x_new, dtype=np.float64).reshape(-1)
+        if x.size == 0 or not np.all(np.isfinite(x)):
+            raise ForecastError("x_new must be a non-empty array of finite inputs")
+        x_display = decimal_years_to_timestamps(x) if dataset.x_is_date else x
+    if method == "best" and weights is not None:
+        raise ForecastError("weights apply to method='bma' only")
+    fits, w = _as_fits(fit_or_fits, weights)
+    if method == "best":
+        fits, w = [max(fits, key=lambda f: f.bic)], np.ones(1)
+    elif w is None:
+        w = bic_weights([f.bic for f in fits])
+    means, sds = _components(fits, dataset, x)
+    mean = (w[:, None] * means).sum(0)
+    tail = 0.5 * (1.0 - float(level))
+    lower = mixture_quantiles(tail, means, sds, w)
+    upper = mixture_quantiles(1.0 - tail, means, sds, w)
+    to_y = dataset.unstandardise
+    return Forecast(
+        x=x,
+        x_display=x_display,
+        mean=to_y(mean),
+        lower=to_y(lower),
+        upper=to_y(upper),
+        level=float(level),
+        method=method,
+        models=tuple(f.expression for f in fits),
+        weights=tuple(float(v) for v in w),
+        component_means=to_y(means),
+        component_sds=sds * dataset.y_std,
+    )
+
+
+# --- the top models of a search --------------------------------------------------------
+
+
+def top_fits(
+    result: SearchResult,
+    dataset: Dataset,
+    config: SearchConfig,
+    k: int = 5,
+    *,
+    best: FitResult | None = None,
+) -> list[FitResult]:
+    """The ``k`` highest-BIC distinct successful models of a search, fitted on ``dataset``.
+
+    A search keeps each evaluation's FitResult (fitted on the points it searched).
+    When it searched a subsample (:func:`prolas.pipeline.search_data`), each model is
+    refitted on all of ``dataset`` with :func:`prolas.pipeline.refit`, as the best
+    model is, so all weights compare fits on the same data; ``best`` (the pipeline's
+    already refitted best model) is reused. An evaluation without a FitResult is
+    fitted as :func:`prolas.pipeline.best_fit` does. Refits that fail are dropped.
+    Returned in order of BIC on the searched points.
+    """
+    from prolas.gp import fit_gp
+    from prolas.pipeline import refit, search_data
+
+    searched = search_data(dataset, config)
+    ranked = sorted((e for e in result.history if e.ok), key=lambda e: (-e.bic, e.index or 0))
+    out: list[FitResult] = []
+    seen: set[str] = set()
+    for e in ranked:
+        if len(out) >= k:
+            break
+        if e.expression in seen:
+            continue
+        seen.add(e.expression)
+        if best is not None and best.expression == e.expression and best.n == dataset.n:
+            fit = best
+        else:
+            fit = e.fit if isinstance(e.fit, FitResult) and e.fit.ok else None
+            if fit is None:
+                fit = fit_gp(e.expression, searched, config.fit_config)
+            if searched is not dataset and fit.ok:
+                fit = refit(fit, dataset, config)
+        if fit.ok:
+            out.append(fit)
+    return out
+
+
+# --- rolling origin --------------------------------------------------------------------
+
+
+def _prefix(dataset: Dataset, stop: int) -> Dataset:
+    """The first ``stop`` points with the full data's standardisation (the fitted
+    hyperparameters are for that standardised y)."""
+    x, y = dataset.x[:stop].copy(), dataset.y[:stop].copy()
+    x.setflags(write=False)
+    y.setflags(write=False)
+    return Dataset(
+        x,
+        y,
+        dataset.y_mean,
+        dataset.y_std,
+        dataset.path,
+        dataset.x_column,
+        dataset.y_column,
+        f"{dataset.name}[:{stop}]",
+        dataset.x_is_date,
+    )
+
+
+def rolling_origin_check(
+    fits: Sequence[FitResult],
+    dataset: Dataset,
+    *,
+    fraction: float = 0.1,
+    n_origins: int = 5,
+    horizon: int | None = None,
+    weights: Sequence[float] | None = None,
+) -> pd.DataFrame:
+    """Score models by forecasting the end of their own training data.
+
+    Origins are ``n_origins`` evenly spaced point indices o in the last ``fraction``
+    of the data (``o ≥ n - ceil(fraction n)``). At each origin every model, with its
+    hyperparameters fixed (no refit), is conditioned on the points before it,
+    ``x[:o]``, and predicts the next ``horizon`` points (all the rest by default),
+    ``x[o:o+horizon]``; the posterior keeps the full data's standardisation, since
+    the hyperparameters were fitted for it. Over all (origin, point) pairs, in y's
+    original units:
+
+        RMSE = (mean (y - m)²)^½,   MLPD = mean log p(y | x[:o]) with noise.
+
+    A last row ``bma`` scores the mixture of all the models (BIC weights, or
+    ``weights``) the same way, when there is more than one model. Cost: one
+    conditioning (a Cholesky of at most n points) per origin and model.
+
+    Returns:
+        a DataFrame with one row per model: ``model`` (expression, or ``bma``),
+        ``bic``, ``weight``, ``rmse``, ``mlpd``, ``n_predictions``, ``n_origins``.
+    """
+    fits, w = _as_fits(fits, weights)
+    if w is None:
+        w = bic_weights([f.bic for f in fits])
+    if not 0.0 < fraction < 1.0:
+        raise ForecastError(f"fraction must be between 0 and 1, got {fraction}")
+    if n_origins < 1:
+        raise ForecastError(f"n_origins must be at least 1, got {n_origins}")
+    if horizon is not None:
+        horizon = _check_horizon(horizon)
+    n = dataset.n
+    first = n - math.ceil(fraction * n)
+    if first < 2:
+        raise ForecastError(f"{n} points leave no prefix to condition on (fraction {fraction})")
+    origins = np.unique(np.linspace(first, n - 1, n_origins).round().astype(int))
+    err, lpd = [], []  # per origin: (K, points) residuals and log densities
+    mix_err, mix_lpd = [], []
+    for o in origins:
+        stop = n if horizon is None else min(n, o + horizon)
+        x, y = dataset.x[o:stop], dataset.standardise(dataset.y[o:stop])
+        means, sds = _components(fits, _prefix(dataset, int(o)), x)
+        err.append(y[None, :] - means)
+        lpd.append(_log_normal(y, means, sds))
+        mix_err.append(y - (w[:, None] * means).sum(0))
+        mix_lpd.append(_mixture_log_density(y, means, sds, w))
+    err_all, lpd_all = np.concatenate(err, axis=1), np.concatenate(lpd, axis=1)
+    log_std = math.log(dataset.y_std)  # densities of standardised y -> original units
+    rows = [
+        {
+            "model": f.expression,
+            "bic": f.bic,
+            "weight": float(wi),
+            "rmse": float(np.sqrt(np.mean(err_all[i] ** 2))) * dataset.y_std,
+            "mlpd": float(np.mean(lpd_all[i])) - log_std,
+        }
+        for i, (f, wi) in enumerate(zip(fits, w))
+    ]
+    if len(fits) > 1:
+        rows.append(
+            {
+                "model": "bma",
+                "bic": math.nan,
+                "weight": 1.0,
+                "rmse": float(np.sqrt(np.mean(np.concatenate(mix_err) ** 2))) * dataset.y_std,
+                "mlpd": float(np.mean(np.concatenate(mix_lpd))) - log_std,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    frame["n_predictions"] = err_all.shape[1]
+    frame["n_origins"] = origins.size
+    return frame
+
+
+# --- the picture -----------------------------------------------------------------------
+
+
+def plot_forecast(path: str | Path, fc: Forecast, dataset: Dataset) -> Path:
+    """Data, forecast mean, shaded band and a vertical line at the end of the data;
+    a date axis when x came from dates."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data_x = dataset.x_dates if fc.is_dates else dataset.x
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ax.plot(data_x, dataset.y, "k.-", ms=3, lw=0.5, label="data")
+    ax.fill_between(
+        fc.x_display,
+        fc.lower,
+        fc.upper,
+        color="C0",
+        alpha=0.25,
+        label=f"{100 * fc.level:g}% predictive band",
+    )
+    ax.plot(fc.x_display, fc.mean, color="C0", lw=1.5, marker=".", ms=3, label="forecast mean")
+    ax.axvline(data_x[-1], color="0.5", ls="--", lw=0.8, label="end of data")
+    if fc.is_dates:
+        fig.autofmt_xdate()
+    ax.set_xlabel(dataset.x_column)
+    ax.set_ylabel(dataset.y_column)
+    if fc.method == "best":
+        title = f"forecast, {len(fc)} steps: {fc.models[0]}"
+    else:
+        title = f"forecast, {len(fc)} steps: BIC-weighted mixture of {len(fc.models)} models"
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="best", fontsize=8, frameon=False)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
