@@ -19,6 +19,7 @@ EPILOG = """examples:
   prolas fit data/airline.csv                      # PROLAS search, 50 evaluations
   prolas fit data/airline.csv --search cks --out out/airline-cks
   prolas fit data/airline_train.csv --test data/airline_test.csv
+  prolas fit data/airline.csv --horizon 24          # also forecast.csv/.png, 24 steps ahead
   prolas describe "(SE + PER) * LIN"
 """
 
@@ -30,7 +31,17 @@ OUTPUT_FILES = (
     "components.png",
     "convergence.png",
     "journal.jsonl",
+    "forecast.csv",
+    "forecast.png",
 )
+
+
+#: Models mixed by ``--forecast bma`` unless ``--forecast-models`` says otherwise.
+FORECAST_MODELS = 5
+
+#: ``--forecast`` choices (:data:`prolas.forecast.FORECAST_METHODS`; not imported here
+#: so that ``prolas --help`` stays fast).
+FORECAST_METHODS = ("best", "bma")
 
 
 def _positive_int(text: str) -> int:
@@ -121,6 +132,59 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_forecast_args(p: argparse.ArgumentParser) -> None:
+    # parsed as text and checked in cmd_fit, so that a bad value is a one-line error
+    g = p.add_argument_group("forecast")
+    g.add_argument(
+        "--horizon",
+        metavar="H",
+        help="forecast H future steps after the last x, continuing the data's spacing (its "
+        "median step; calendar steps, e.g. months, when x is a date column); writes "
+        "forecast.csv (x — dates when the input had dates — mean, lower, upper: the 95%% "
+        "predictive band in y's units) and forecast.png",
+    )
+    g.add_argument(
+        "--forecast",
+        choices=FORECAST_METHODS,
+        help="with --horizon: best = the best-BIC model's predictive (default); bma = the "
+        "BIC-weighted mixture of the predictives of the top --forecast-models models",
+    )
+    g.add_argument(
+        "--forecast-models",
+        metavar="K",
+        help=f"with --forecast bma: mix the K best distinct models of the search (default "
+        f"{FORECAST_MODELS}; refitted on all points when the search ran on a subsample)",
+    )
+
+
+def _forecast_settings(args: argparse.Namespace) -> tuple[int | None, str, int]:
+    """``(horizon or None, method, models)`` from the forecast flags; one-line errors."""
+
+    def positive(flag: str, text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise ProlasError(f"{flag} must be a positive integer, got {text!r}") from None
+        if v < 1:
+            raise ProlasError(f"{flag} must be a positive integer, got {v}")
+        return v
+
+    horizon = getattr(args, "horizon", None)
+    method = getattr(args, "forecast", None)
+    models = getattr(args, "forecast_models", None)
+    if horizon is None:
+        if method is not None or models is not None:
+            raise ProlasError("--forecast and --forecast-models need --horizon H")
+        return None, "best", FORECAST_MODELS
+    from prolas.forecast import MAX_HORIZON
+
+    h = positive("--horizon", horizon)
+    if h > MAX_HORIZON:
+        raise ProlasError(f"--horizon {h} is beyond the limit of {MAX_HORIZON} steps")
+    k = FORECAST_MODELS if models is None else positive("--forecast-models", models)
+    return h, method or "best", k
+
+
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("data", help="CSV file with a header row")
     p.add_argument("--x", help="input column (default: first numeric/date column)")
@@ -158,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", help="output directory (default: prolas-out/<data name>)")
     fit.add_argument("--force", action="store_true", help="replace an earlier result in --out")
     fit.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    _add_forecast_args(fit)
     _add_execution_args(fit)
     fit.set_defaults(func=cmd_fit)
 
@@ -452,6 +517,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from prolas.data import load_csv
     from prolas.pipeline import SearchConfig, run_search
 
+    _forecast_settings(args)  # before anything is read or written
     dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna)
     test_ds = None
     if args.test:
@@ -618,6 +684,7 @@ def _write_outputs(args, out, dataset, config, result, best, test_ds) -> int:
         searched_indices=_searched_indices(dataset, config),
     )
     report.write_report(out, dataset, result, best, doc, test=test, test_dataset=test_ds)
+    wrote_forecast = _write_forecast(args, out, dataset, config, result, best)
     if not args.quiet:
         print(report.summary_table(result, best), file=sys.stderr)
         if test is not None:
@@ -627,8 +694,31 @@ def _write_outputs(args, out, dataset, config, result, best, test_ds) -> int:
                 file=sys.stderr,
             )
         print(f"wrote {out}/result.json, report.md and plots", file=sys.stderr)
+        if wrote_forecast:
+            print(wrote_forecast, file=sys.stderr)
     print(best.expression)
     return 0
+
+
+def _write_forecast(args, out, dataset, config, result, best) -> str | None:
+    """--horizon: forecast.csv and forecast.png; returns the summary line (or None)."""
+    horizon, method, k = _forecast_settings(args)
+    if horizon is None:
+        return None
+    from prolas.forecast import forecast, plot_forecast, top_fits
+
+    fits = [best] if method == "best" else top_fits(result, dataset, config, k, best=best)
+    fc = forecast(fits, dataset, horizon, method=method)
+    fc.to_csv(out / "forecast.csv")
+    plot_forecast(out / "forecast.png", fc, dataset)
+    if method == "best":
+        how = fc.models[0]
+    else:
+        how = "BIC-weighted mixture of " + ", ".join(
+            f"{m} ({w:.2f})" for m, w in zip(fc.models, fc.weights)
+        )
+    first, last = (str(v.date()) if fc.is_dates else f"{v:.6g}" for v in fc.x_display[[0, -1]])
+    return f"wrote {out}/forecast.csv and forecast.png: {horizon} steps, {first} to {last}, {how}"
 
 
 class _Progress:

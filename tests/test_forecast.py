@@ -1,0 +1,291 @@
+"""Forecasts: inputs after the data (numbers and dates), the best model's and the
+BIC-weighted mixture's predictive, forecast.csv, the rolling-origin check and the CLI."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from prolas.cli import main
+from prolas.data import (
+    Dataset,
+    _decimal_years,
+    decimal_years_to_timestamps,
+    extrapolation_split,
+    load_csv,
+)
+from prolas.errors import DataError
+from prolas.forecast import (
+    ForecastError,
+    forecast,
+    future_x,
+    mixture_quantiles,
+    rolling_origin_check,
+    top_fits,
+)
+from prolas.gp import fit_gp, predict
+
+ROOT = Path(__file__).resolve().parents[1]
+AIRLINE_TRAIN = str(ROOT / "data" / "airline_train.csv")
+
+_erf = np.vectorize(math.erf)
+
+
+def numpy_mixture_cdf(q, means, sds, weights) -> np.ndarray:
+    """Reference: Σ w_i Φ((q - m_i) / s_i) with Φ from math.erf."""
+    z = (np.asarray(q)[None, :] - means) / sds
+    return (np.asarray(weights)[:, None] * 0.5 * (1 + _erf(z / math.sqrt(2)))).sum(0)
+
+
+@pytest.fixture(scope="module")
+def trend_season():
+    """60 monthly points: a linear trend plus a yearly cycle plus noise."""
+    rng = np.random.default_rng(5)
+    x = 2000 + np.arange(60) / 12
+    y = 3 * (x - 2000) + np.sin(2 * np.pi * x) + 0.1 * rng.standard_normal(60)
+    return Dataset.from_arrays(x, y, name="trend_season")
+
+
+@pytest.fixture(scope="module")
+def fits(trend_season):
+    """A good model of trend_season and two poor ones (far lower BIC)."""
+    return [fit_gp(e, trend_season, restarts=2) for e in ("LIN + PER", "SE", "LIN")]
+
+
+def monthly_csv(tmp_path, n: int = 40) -> Path:
+    dates = pd.date_range("2001-01-01", periods=n, freq="MS")
+    t = np.arange(n)
+    y = 10 + 0.2 * t + np.sin(2 * np.pi * t / 12)
+    path = tmp_path / "monthly.csv"
+    pd.DataFrame({"month": dates.strftime("%Y-%m-%d"), "sales": y}).to_csv(path, index=False)
+    return path
+
+
+# --- dates -------------------------------------------------------------------------------
+
+
+def test_dates_round_trip_through_decimal_years() -> None:
+    rng = np.random.default_rng(0)
+    seconds = rng.integers(0, 250 * 365 * 86400, 2000)
+    dates = pd.Timestamp("1850-01-01") + pd.to_timedelta(seconds, unit="s")
+    edges = pd.to_datetime(["2000-02-29 23:59:59", "1999-12-31 23:59:59", "2001-01-01 00:00:00"])
+    dates = pd.Series(dates.append(edges))
+    years = _decimal_years(dates)
+    back = decimal_years_to_timestamps(years)
+    assert (back == pd.DatetimeIndex(dates)).all()  # exact at the default second resolution
+    raw = decimal_years_to_timestamps(years, resolution=None)
+    assert abs(raw - pd.DatetimeIndex(dates)).max() < pd.Timedelta(seconds=1)
+    assert decimal_years_to_timestamps(2001.5)[0] == pd.Timestamp("2001-07-02 12:00")
+    with pytest.raises(DataError, match="cannot be shown as a date"):
+        decimal_years_to_timestamps([1e6])
+
+
+def test_date_column_is_recorded_and_kept(tmp_path) -> None:
+    ds = load_csv(monthly_csv(tmp_path, 60))
+    assert ds.x_is_date and not load_csv(AIRLINE_TRAIN).x_is_date
+    assert ds.x_dates[0] == pd.Timestamp("2001-01-01")
+    assert ds.x_dates[-1] == pd.Timestamp("2005-12-01")
+    train, test = extrapolation_split(ds)
+    assert train.x_is_date and test.x_is_date and ds.thinned(20).x_is_date
+    assert ds.subset(ds.x > 2002).x_is_date
+
+
+# --- inputs after the data ---------------------------------------------------------------
+
+
+def test_future_x_continues_the_spacing(trend_season, tmp_path) -> None:
+    x, shown = future_x(trend_season, 5)
+    np.testing.assert_allclose(x, trend_season.x[-1] + np.arange(1, 6) / 12)
+    assert shown is x
+    dated = load_csv(monthly_csv(tmp_path))  # last month 2004-04-01
+    x, dates = future_x(dated, 13)
+    assert list(dates[[0, 1, -1]].strftime("%Y-%m-%d")) == [
+        "2004-05-01",
+        "2004-06-01",
+        "2005-05-01",
+    ]
+    np.testing.assert_allclose(x, _decimal_years(pd.Series(dates)))
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ForecastError, match="positive integer"):
+            future_x(trend_season, bad)
+
+
+# --- the forecast ------------------------------------------------------------------------
+
+
+def test_forecast_csv_schema_and_best_band(trend_season, fits, tmp_path) -> None:
+    fc = forecast(fits, trend_season, 12)  # best = the highest-BIC fit
+    assert fc.method == "best" and fc.models == ("LIN + PER",) and fc.weights == (1.0,)
+    path = fc.to_csv(tmp_path / "forecast.csv")
+    frame = pd.read_csv(path)
+    assert list(frame.columns) == ["x", "mean", "lower", "upper"] and len(frame) == 12
+    assert np.all(np.diff(frame["x"]) > 0) and frame["x"].iloc[0] > trend_season.x[-1]
+    assert np.all(frame["lower"] <= frame["mean"]) and np.all(frame["mean"] <= frame["upper"])
+    # a Gaussian predictive: mean ± 1.96 sd of predict(..., include_noise=True)
+    mean, var = predict(fits[0], trend_season, fc.x, include_noise=True)
+    np.testing.assert_allclose(fc.mean, mean, rtol=1e-10)
+    np.testing.assert_allclose(fc.upper - fc.mean, 1.959963984540054 * np.sqrt(var), rtol=1e-9)
+    np.testing.assert_allclose(fc.mean - fc.lower, fc.upper - fc.mean, rtol=1e-9)
+    # the trend continues: a year ahead is about 3 units higher than the last year
+    assert 2 < fc.mean[-1] - trend_season.y[-12:].mean() < 5
+
+
+def test_forecast_csv_has_iso_dates_when_the_input_had_dates(tmp_path) -> None:
+    ds = load_csv(monthly_csv(tmp_path))
+    fc = forecast(fit_gp("LIN + PER", ds, restarts=1), ds, 3)
+    frame = pd.read_csv(fc.to_csv(tmp_path / "forecast.csv"))
+    assert list(frame["x"]) == ["2004-05-01", "2004-06-01", "2004-07-01"]
+    assert np.all(frame["lower"] < frame["upper"])
+
+
+def test_bma_with_one_model_equals_best(trend_season, fits) -> None:
+    best = forecast(fits[0], trend_season, 8)
+    bma = forecast([fits[0]], trend_season, 8, method="bma")
+    for a, b in ((best.mean, bma.mean), (best.lower, bma.lower), (best.upper, bma.upper)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bma_weights_follow_bic(trend_season, fits) -> None:
+    fc = forecast(fits, trend_season, 4, method="bma")
+    bics = np.array([f.bic for f in fits])
+    expected = np.exp(bics - bics.max()) / np.exp(bics - bics.max()).sum()
+    np.testing.assert_allclose(fc.weights, expected)
+    assert fc.models == tuple(f.expression for f in fits)
+
+
+def test_bma_band_of_two_separated_models_is_the_mixture_quantiles(trend_season, fits) -> None:
+    # LIN + PER keeps climbing and SE returns to the mean: years out they disagree
+    x_far = trend_season.x[-1] + np.array([6.0, 8.0, 10.0])
+    fc = forecast(fits[:2], trend_season, x_new=x_far, method="bma", weights=[0.6, 0.4])
+    m, s = fc.component_means, fc.component_sds
+    assert np.all(np.abs(m[0] - m[1]) > 4 * (s[0] + s[1]))  # well separated
+    assert np.all(fc.lower < m.min(0)) and np.all(m.max(0) < fc.upper)
+    np.testing.assert_allclose(fc.mean, 0.6 * m[0] + 0.4 * m[1])
+    cdf = lambda q: numpy_mixture_cdf(q, m, s, [0.6, 0.4])  # noqa: E731
+    np.testing.assert_allclose(cdf(fc.lower), 0.025, atol=1e-9)
+    np.testing.assert_allclose(cdf(fc.upper), 0.975, atol=1e-9)
+    # not a Gaussian with the mixture's variance: that band would be symmetric
+    assert not np.allclose(fc.upper - fc.mean, fc.mean - fc.lower, rtol=1e-2)
+
+
+def test_mixture_quantiles_match_a_numpy_cdf() -> None:
+    rng = np.random.default_rng(1)
+    means = rng.normal(0, 5, (3, 50))
+    sds = rng.uniform(0.1, 2, (3, 50))
+    w = np.array([0.2, 0.5, 0.3])
+    for p in (0.025, 0.5, 0.975):
+        q = mixture_quantiles(p, means, sds, w)
+        np.testing.assert_allclose(numpy_mixture_cdf(q, means, sds, w), p, atol=1e-10)
+
+
+def test_forecast_rejects_bad_arguments(trend_season, fits) -> None:
+    with pytest.raises(ForecastError, match="exactly one"):
+        forecast(fits[0], trend_season)
+    with pytest.raises(ForecastError, match="method"):
+        forecast(fits[0], trend_season, 3, method="mean")
+    with pytest.raises(ForecastError, match="weights"):
+        forecast(fits, trend_season, 3, method="bma", weights=[1, 1])
+    with pytest.raises(ForecastError, match="level"):
+        forecast(fits[0], trend_season, 3, level=1.5)
+
+
+# --- rolling origin ----------------------------------------------------------------------
+
+
+def test_rolling_origin_check_scores_the_end_of_the_data(trend_season, fits) -> None:
+    table = rolling_origin_check(fits, trend_season, fraction=0.2, n_origins=4)
+    assert list(table["model"]) == ["LIN + PER", "SE", "LIN", "bma"]
+    assert set(table["n_origins"]) == {4}
+    good, se = table.iloc[0], table.iloc[1]
+    assert good["rmse"] < se["rmse"] and good["mlpd"] > se["mlpd"]
+    assert good["rmse"] < 0.3  # noise sd 0.1, a well-specified model
+    # one origin, one step: the prefix posterior with the full data's standardisation
+    one = rolling_origin_check(fits[:1], trend_season, fraction=0.01, n_origins=1)
+    n = trend_season.n
+    prefix = Dataset(
+        trend_season.x[:-1], trend_season.y[:-1], trend_season.y_mean, trend_season.y_std
+    )
+    mean, var = predict(fits[0], prefix, trend_season.x[-1:], include_noise=True)
+    resid = trend_season.y[-1] - mean[0]
+    assert one["n_predictions"].iloc[0] == 1 and n - math.ceil(0.01 * n) == n - 1
+    assert one["rmse"].iloc[0] == pytest.approx(abs(resid), rel=1e-9)
+    lpd = -0.5 * (math.log(2 * math.pi * var[0]) + resid**2 / var[0])
+    assert one["mlpd"].iloc[0] == pytest.approx(lpd, rel=1e-9)
+
+
+def test_top_fits_are_refitted_on_all_points_after_a_thinned_search(trend_season) -> None:
+    from prolas.pipeline import SearchConfig, run_search
+
+    config = SearchConfig(method="cks", budget=4, restarts=1, search_points=30)
+    result, best = run_search(trend_season, config)
+    tops = top_fits(result, trend_season, config, 3, best=best)
+    assert len(tops) == 3 and all(f.ok and f.n == trend_season.n for f in tops)
+    assert tops[0] is best and len({f.expression for f in tops}) == 3
+
+
+# --- command line ------------------------------------------------------------------------
+
+
+def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
+    for method in ("best", "bma"):
+        out = tmp_path / method
+        code = main(
+            [
+                "fit",
+                AIRLINE_TRAIN,
+                "--search",
+                "cks",
+                "--budget",
+                "3",
+                "--restarts",
+                "1",
+                "--horizon",
+                "12",
+                "--forecast",
+                method,
+                "--forecast-models",
+                "2",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        _, err = capsys.readouterr()
+        assert code == 0, err
+        frame = pd.read_csv(out / "forecast.csv")
+        assert list(frame.columns) == ["x", "mean", "lower", "upper"] and len(frame) == 12
+        assert frame["x"].iloc[0] == pytest.approx(1959.7083333 + 1 / 12)  # the next month
+        assert np.all(np.diff(frame["x"]) > 0)
+        assert np.all(frame["lower"] <= frame["mean"]) and np.all(frame["mean"] <= frame["upper"])
+        assert (out / "forecast.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        (["--horizon", "0"], "--horizon must be a positive integer, got 0"),
+        (["--horizon", "abc"], "--horizon must be a positive integer, got 'abc'"),
+        (["--horizon", "2.5"], "--horizon must be a positive integer"),
+        (["--horizon", "3", "--forecast-models", "0"], "--forecast-models must be"),
+        (["--forecast", "bma"], "need --horizon"),
+    ],
+)
+def test_cli_bad_horizon_is_a_one_line_error(tmp_path, capsys, extra, fragment) -> None:
+    out = tmp_path / "o"
+    argv = ["fit", AIRLINE_TRAIN, "--search", "cks", "--budget", "1", "--out", str(out)]
+    code = main([*argv, "--quiet", *extra])
+    stdout, err = capsys.readouterr()
+    assert code != 0 and stdout == ""
+    assert err.startswith("prolas: error:") and fragment in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_cli_help_explains_horizon(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--horizon H" in text and "forecast.csv" in text and "--forecast {best,bma}" in text
