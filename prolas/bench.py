@@ -158,14 +158,16 @@ class MethodSpec:
     """A grid column: a search method, for ``structural`` with its surrogate and optimiser.
 
     ``label`` is how it is written on the command line and in every output:
-    ``prolas``, ``cks``, ``random``, ``structural`` (hierarchical surrogate, EA),
-    ``structural:arc`` (EA) or ``structural:ot:local``.
+    ``prolas``, ``cks``, ``cks:change`` (CKS with the change rules), ``random``,
+    ``structural`` (hierarchical surrogate, EA), ``structural:arc`` (EA) or
+    ``structural:ot:local``.
     """
 
     label: str
     method: str
     surrogate: str = "hierarchical"
     acq_opt: str = "ea"
+    change: bool = False
 
     @classmethod
     def parse(cls, text: str) -> MethodSpec:
@@ -175,6 +177,8 @@ class MethodSpec:
         method = parts[0]
         if method not in METHODS:
             raise ProlasError(f"unknown method {text!r}; choose from {', '.join(METHODS)}")
+        if method == "cks" and parts[1:] == ["change"]:
+            return cls("cks:change", "cks", change=True)
         if method != "structural":
             if len(parts) > 1:
                 raise ProlasError(f"method {method!r} takes no ':' options (got {text!r})")
@@ -204,6 +208,7 @@ class MethodSpec:
             checkpoint=config.checkpoint,
             surrogate=self.surrogate,
             acq_opt=self.acq_opt,
+            change=self.change,
             search_points=0,  # benchmarks thin by max_points themselves (run_grid)
         )
 

@@ -75,6 +75,13 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--depth", type=_positive_int, default=4, help="CKS depth limit (default 4)")
     g.add_argument(
+        "--change",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="CKS also tries change-points and change-windows: CP(S, S), CW(S, S), CW(S, C), "
+        "CW(C, S), CP(S, B), CP(B, S) (default off)",
+    )
+    g.add_argument(
         "--grammar",
         default="default",
         help="grammar file or shipped name (default, seasonal, small) for random/structural",
@@ -533,6 +540,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         restarts=args.restarts,
         seed=args.seed,
         depth=args.depth,
+        change=args.change,
         grammar=args.grammar,
         checkpoint=args.checkpoint,
         train_vae=args.train_vae,
