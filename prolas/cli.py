@@ -420,15 +420,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    from prolas.expr import BASE_KERNELS, parse
+    from prolas.expr import BASE_KERNELS, factor_group, parse
 
     expr = parse(args.expression)
     print(f"canonical: {expr}")
     print(f"terms:     {expr.n_terms}")
-    print(f"k:         {expr.n_params}  (per term: 1 variance + shape parameters; +1 noise)")
+    print(
+        f"k:         {expr.n_params}  (per term: 1 variance + shape parameters; "
+        "per change operator: its shape parameters once; +1 noise)"
+    )
+    for group in expr.change_groups:
+        name = f"{group.op} #{group.index}"
+        print(f"  {name:<20} {', '.join(group.shape_params)} (shared by its terms)")
     for term in expr.terms:
-        parts = ", ".join(f"{f}({', '.join(BASE_KERNELS[f].shape_params)})" for f in term)
-        print(f"  {'*'.join(term):<20} variance, {parts}")
+        parts = ", ".join(
+            f"{f}({', '.join(BASE_KERNELS[f].shape_params)})"
+            for f in term
+            if factor_group(f) is None and BASE_KERNELS[f].shape_params
+        )
+        print(f"  {'*'.join(term):<20} variance" + (f", {parts}" if parts else ""))
     return 0
 
 
