@@ -12,9 +12,12 @@ k(Z, Z)`` (M x M), ``K_uf = k(Z, X)`` (M x N) and ``Q_ff = K_fu K_uu^{-1} K_uf``
     F = log N(y' | 0, Q_ff + s^2 I) - tr(K_ff - Q_ff) / (2 s^2)  <=  log p(y').
 
 Only ``K_uu``, ``K_uf`` and ``diag K_ff`` are needed, so it works for every kernel,
-LIN (non-stationary) included. ``F`` is evaluated exactly (no stochastic log-det, no
-Lanczos; Cholesky of M x M matrices and Woodbury). With ``L L^T = K_uu + jitter I``
-and the whitened ``V = L^{-1} K_uf`` (M x N), the statistics
+LIN (non-stationary) included, and for the expanded terms of change operators
+(DESIGN.md): a change factor ``s(x) s(x')`` (``CP_BEFORE``/``CP_AFTER``/``CW_OUTSIDE``/
+``CW_INSIDE``) is, like LIN, a rank-one diagonal scaling of its term, and ``C`` is 1.
+``F`` is evaluated exactly (no stochastic log-det, no Lanczos; Cholesky of M x M
+matrices and Woodbury). With ``L L^T = K_uu + jitter I`` and the whitened
+``V = L^{-1} K_uf`` (M x N), the statistics
 
     H = V V^T  (M x M),   v = V y'  (M,),   y'^T y',   tr K_ff = sum_i k(x_i, x_i)
 
@@ -37,12 +40,14 @@ accumulates ``H`` and ``v``; autograd on the small graph gives ``dF/dH``, ``dF/d
 the ``K_uu`` (Cholesky) and ``s^2`` parts; the gradient pass forms, per chunk,
 ``W_c = dF/dK_c`` (M x C, one matrix product) and contracts it in closed form with
 each hyperparameter's derivative of ``K_c`` (:meth:`_Problem._gradient`: SE's
-``d^2``, PER's ``cos(w d)`` and ``d sin(w d)`` and LIN factors are low-rank, so most
-contractions are thin matrix products). Cost per evaluation: three M^2 N matrix
-products (triangular solve, ``V V^T``, ``W_c``) and a few elementwise passes over the
-M x N grid, all in preallocated buffers. Memory: O(M N) for the per-chunk caches
-(squared distances, ``V_c``, the terms' stationary parts; each 0.4 GB at M = 512,
-N = 100 000; recomputed instead beyond 3 GB), never O(N^2).
+``d^2``, PER's ``cos(w d)`` and ``d sin(w d)``, LIN and change factors are low-rank,
+so most contractions are thin matrix products; a change operator's location and width
+are shared by every term of its group, whose contributions add up). Cost per
+evaluation: three M^2 N matrix products (triangular solve, ``V V^T``, ``W_c``) and a
+few elementwise passes over the M x N grid, all in preallocated buffers. Memory:
+O(M N) for the per-chunk caches (squared distances, ``V_c``, the terms' stationary
+parts; each 0.4 GB at M = 512, N = 100 000; recomputed instead beyond 3 GB), never
+O(N^2).
 
 Implementation choice (measured, ``benchmarks/SCALABLE.md``): this direct torch
 implementation of the bound, not ``gpytorch.kernels.InducingPointKernel`` in an
@@ -83,7 +88,7 @@ import torch
 from scipy.optimize import minimize
 
 from prolas.data import Dataset
-from prolas.expr import parse
+from prolas.expr import factor_group, factor_kernel, parse
 from prolas.gp import (
     DTYPE,
     FitResult,
@@ -136,7 +141,10 @@ class SGPRModel:
     in :func:`prolas.gram.parameter_layout` order. Formulas are exactly DESIGN.md's (PER as
     ``exp(-(1 - cos(2 pi d / p)) / l^2)``, since ``2 sin^2(a) = 1 - cos(2a)``, with
     ``cos(w (t - t')) = cos(wt) cos(wt') + sin(wt) sin(wt')`` so that no
-    transcendental function is evaluated on the M x N grid).
+    transcendental function is evaluated on the M x N grid). ``terms`` are the expanded
+    terms (:attr:`prolas.expr.Expression.terms`): change factors are named
+    ``"CP_BEFORE:0"`` etc. and share their group's parameters (change parameters first
+    in ``theta``, ``ParamInfo.group >= 0``; :attr:`groups`).
     """
 
     def __init__(self, fit: FitResult, dataset: Dataset) -> None:
@@ -149,6 +157,12 @@ class SGPRModel:
         self.period_floor = 2.0 * dataset.spacing / self.span
         self.params = parameter_layout(self.terms, self.period_floor)
         self._index = {(p.term, p.factor, p.name): k for k, p in enumerate(self.params)}
+        #: change group -> positions of its shared parameters in ``theta``, in
+        #: :data:`prolas.expr.CHANGE_OPERATORS` order (location-like first, width last)
+        self.groups: dict[int, list[int]] = {}
+        for k, p in enumerate(self.params):
+            if p.group >= 0:
+                self.groups.setdefault(p.group, []).append(k)
 
     # -- conversion between natural units and theta ------------------------------------
     def scale(self, x: np.ndarray) -> np.ndarray:
@@ -163,15 +177,45 @@ class SGPRModel:
         return np.array([p.upper for p in self.params])
 
     def theta_from_fit(self, fit: FitResult) -> np.ndarray:
-        """``theta`` for ``fit``'s natural-unit hyperparameters (clipped into the box)."""
-        if [tuple(f.kernel for f in t.factors) for t in fit.terms] != list(self.terms):
+        """``theta`` for ``fit``'s natural-unit hyperparameters (clipped into the box).
+
+        ``fit.terms`` are the expanded terms (:attr:`prolas.expr.Expression.terms`) with
+        plain kernel names (``"CP_BEFORE"`` for ``"CP_BEFORE:0"``); a change operator's
+        tied values repeat in every factor of its group (DESIGN.md) and must agree.
+        """
+        kinds = [tuple(factor_kernel(n) for n in t) for t in self.terms]
+        if [tuple(f.kernel for f in t.factors) for t in fit.terms] != kinds:
             raise ValueError(f"{fit.expression}: terms do not match the canonical form")
         values = [fit.noise_variance] + [t.variance for t in fit.terms]
         values += [v for t in fit.terms for f in t.factors for v in f.params.values()]
         if not all(v is not None and math.isfinite(v) for v in values):
             raise ValueError("non-finite hyperparameter")
         start = np.array([p.to_theta(1.0) for p in self.params])
-        return inherit_theta(self, fit, start, self.x0, self.span)
+        theta = inherit_theta(self, fit, start, self.x0, self.span)
+        if self.groups:
+            self._change_theta_from_fit(fit, theta)
+        return theta
+
+    def _change_theta_from_fit(self, fit: FitResult, theta: np.ndarray) -> None:
+        """Write each change group's parameters into ``theta`` from the factors that
+        carry the group (term and factor positions are the model's own, so the k-th
+        group is read exactly, not matched by kind); raises if the tied copies differ."""
+        carriers: dict[int, list[dict[str, float]]] = {}
+        for i, names in enumerate(self.terms):
+            for j, name in enumerate(names):
+                if (g := factor_group(name)) is not None:
+                    carriers.setdefault(g, []).append(fit.terms[i].factors[j].params)
+        for g, positions in self.groups.items():
+            first, *others = carriers[g]
+            for k in positions:
+                p = self.params[k]
+                value = float(first[p.name])
+                if any(not math.isclose(float(o[p.name]), value, rel_tol=1e-9) for o in others):
+                    raise ValueError(f"change group {g}: tied {p.name!r} values differ")
+                value = value / self.span if p.log else (value - self.x0) / self.span
+                if p.log and not value > 0:
+                    raise ValueError(f"change group {g}: non-positive {p.name!r}")
+                theta[k] = p.to_theta(value)
 
     def to_natural(self, theta: np.ndarray) -> tuple[tuple[TermFit, ...], float]:
         """Inverse of :meth:`theta_from_fit`: ``(terms, noise variance)`` in x's units."""
@@ -185,6 +229,20 @@ class SGPRModel:
     def noise(self, theta: torch.Tensor) -> torch.Tensor:
         return torch.exp(theta[-1])
 
+    def change_values(
+        self, theta: torch.Tensor | np.ndarray, group: int
+    ) -> tuple[list, torch.Tensor | float]:
+        """``(locations, width)`` of change group ``group`` in units of ``t``: the location
+        (CP) or start and end (CW), and the shared width. Tensors for a torch ``theta``
+        (differentiable), floats for a numpy one."""
+        values = []
+        for k in self.groups[group]:
+            if isinstance(theta, torch.Tensor):
+                values.append(torch.exp(theta[k]) if self.params[k].log else theta[k])
+            else:
+                values.append(self.params[k].value(float(theta[k])))
+        return values[:-1], values[-1]
+
     def term_parts(
         self,
         theta: torch.Tensor,
@@ -195,10 +253,12 @@ class SGPRModel:
         """Per term ``(S, alpha, beta)`` with ``K_t(ta, tb) = alpha_i S_ij beta_j``.
 
         ``S = v_t exp(E_t)`` (a x b) is the stationary part, ``E_t`` the sum of the
-        logs of its SE, RQ and PER factors; ``alpha = prod_k (ta - c_k)`` (a,) and
-        ``beta = prod_k (tb - c_k)`` (b,) are its LIN factors (``None`` without LIN):
-        a LIN factor is a rank-one diagonal scaling. A term without stationary factor
-        has ``S = None`` and ``K_t = v_t alpha beta^T`` (``v_t`` folded into alpha).
+        logs of its SE, RQ and PER factors; ``alpha`` (a,) and ``beta`` (b,) are the
+        products of its rank-one factors (``None`` without any): a LIN factor
+        ``(t - c)(t' - c)`` and a change factor ``s(t) s(t')`` (:func:`_change_vector`)
+        are diagonal scalings, so alpha holds ``prod (ta - c_k) prod s(ta)`` and beta the
+        same on ``tb``; ``C`` is 1. A term without stationary factor has ``S = None`` and
+        ``K_t = v_t alpha beta^T`` (``v_t`` folded into alpha; ones for a lone ``C``).
         ``d2`` may hold the precomputed ``(ta_i - tb_j)^2``. Differentiable in
         ``theta`` (autograd); in-place on its own temporaries when no gradient is taken.
 
@@ -218,6 +278,14 @@ class SGPRModel:
                     c = self._get(theta, i, j, "offset")
                     alpha = ta - c if alpha is None else alpha * (ta - c)
                     beta = tb - c if beta is None else beta * (tb - c)
+                elif name == "C":
+                    continue
+                elif (g := factor_group(name)) is not None:
+                    where, width = self.change_values(theta, g)
+                    sa, _ = _change_vector(factor_kernel(name), ta, where, width)
+                    sb, _ = _change_vector(factor_kernel(name), tb, where, width)
+                    alpha = sa if alpha is None else alpha * sa
+                    beta = sb if beta is None else beta * sb
                 elif name == "PER":
                     inv = 1.0 / self._get(theta, i, j, "lengthscale") ** 2
                     w = 2.0 * math.pi / self._get(theta, i, j, "period")
@@ -241,8 +309,10 @@ class SGPRModel:
                         dense = dense + e
                     else:
                         dense += e
-            if dense is None and len(left) == 1:  # LIN factors only
+            if dense is None and len(left) == 1:  # rank-one factors (or C) only
                 v = torch.exp(theta[self._index[(i, -1, "variance")]])
+                if alpha is None:  # C
+                    alpha, beta = torch.ones_like(ta), torch.ones_like(tb)
                 out.append((None, v * alpha, beta))
                 continue
             lo, ro = torch.stack(left, 1), torch.stack(right, 0)
@@ -296,13 +366,17 @@ class SGPRModel:
         return total
 
     def diag(self, theta: torch.Tensor, t: torch.Tensor, per_term: bool = False):
-        """``k(t_i, t_i)``: ``(n,)`` (or a list per term). SE, RQ, PER are 1 on the diagonal."""
+        """``k(t_i, t_i)``: ``(n,)`` (or a list per term). SE, RQ, PER, C are 1 on the
+        diagonal; LIN is ``(t - c)^2``, a change factor ``s(t)^2``."""
         parts = []
         for i, names in enumerate(self.terms):
             k = torch.ones_like(t)
             for j, name in enumerate(names):
                 if name == "LIN":
                     k = k * (t - self._get(theta, i, j, "offset")) ** 2
+                elif (g := factor_group(name)) is not None:
+                    where, width = self.change_values(theta, g)
+                    k = k * _change_vector(factor_kernel(name), t, where, width)[0] ** 2
             parts.append(self._get(theta, i, -1, "variance") * k)
         if per_term:
             return parts
@@ -409,7 +483,8 @@ class _Problem:
         self.n, self.m = int(tf.shape[0]), int(tu.shape[0])
         self.yy = float(y @ y)
         self.slices = list(_chunks(self.n))
-        self.stationary = [any(f != "LIN" for f in term) for term in model.terms]
+        # terms with an SE, RQ or PER factor; the others are rank one (LIN, change, C)
+        self.stationary = [any(f in ("SE", "RQ", "PER") for f in term) for term in model.terms]
         need_d2 = any(f in ("SE", "RQ") for term in model.terms for f in term)
         block = 8.0 * self.m * self.n
         self.need_d2 = need_d2
@@ -454,7 +529,7 @@ class _Problem:
         cols = tf.shape[0]
         out = []
         for i, names in enumerate(model.terms):
-            alpha, beta = _lin_product(th, idx, i, names, tu, tf)
+            alpha, beta = _rank_one(model, th, i, tu, tf, ones=not self.stationary[i])
             log_v = float(th[idx[(i, -1, "variance")]])
             if not self.stationary[i]:
                 out.append((None, math.exp(log_v) * alpha, beta))
@@ -606,8 +681,10 @@ class _Problem:
 
             log v:  K_t;   SE log l: K_t d^2 / l^2;   PER log l: -2 K_t (cos(w d) - 1) / l^2;
             PER log p: K_t (w / l^2) d sin(w d);   LIN c_k: -(alpha_-k S beta + alpha S beta_-k);
-            RQ log l: K_t 2 a u / (1 + u);   RQ log a: K_t a (u / (1 + u) - log(1 + u)),
-            with u = d^2 / (2 a l^2), w = 2 pi / p.
+            RQ log l: K_t 2 a u / (1 + u);   RQ log a: K_t a (u / (1 + u) - log(1 + u));
+            change (location, start, end, log width): (alpha m_u) S beta + alpha S (beta m_f),
+            with u = d^2 / (2 a l^2), w = 2 pi / p, m = (ds / d theta) / s
+            (:func:`_change_vector`; ``alpha_-k`` keeps the change factors).
         """
         model = self.model
         grad = np.zeros(th.size)
@@ -640,6 +717,7 @@ class _Problem:
                     rows.append((idx[(i, -1, "variance")], 1.0, alpha, "b"))
                     lin = [j for j, f in enumerate(names) if f == "LIN"]
                     scale = math.exp(log_v) if S is None else 1.0
+                    change = self._change_rows(th, i, alpha, beta, tf, cols_, rows)
                     for j, name in enumerate(names):
                         if name == "LIN":
                             a_k, b_k = torch.full_like(tu, scale), torch.ones_like(tf)
@@ -647,6 +725,8 @@ class _Problem:
                                 if j2 != j:
                                     c2 = float(th[idx[(i, j2, "offset")]])
                                     a_k, b_k = a_k * (tu - c2), b_k * (tf - c2)
+                            if change is not None:  # the term's change factors
+                                a_k, b_k = a_k * change[0], b_k * change[1]
                             cols_[f"lin{j}"] = b_k
                             p = idx[(i, j, "offset")]
                             rows += [(p, -1.0, a_k, "b"), (p, -1.0, alpha, f"lin{j}")]
@@ -679,7 +759,7 @@ class _Problem:
                                 (p, -wl, alpha * sa, f"tcb{j}"),
                                 (p, wl, alpha * ca, f"tsb{j}"),
                             ]
-                        else:  # RQ: elementwise
+                        elif name == "RQ":  # elementwise
                             a = math.exp(th[idx[(i, j, "alpha")]])
                             inv = math.exp(-2.0 * th[idx[(i, j, "lengthscale")]])
                             u = torch.mul(self.d2(k), 0.5 * inv / a, out=self._buf(("tmp1",), cols))
@@ -699,12 +779,46 @@ class _Problem:
                         grad[p] += coef * float(a_vec @ Y[:, col_of[col]])
         return grad
 
+    def _change_rows(
+        self,
+        th: np.ndarray,
+        i: int,
+        alpha: torch.Tensor,
+        beta: torch.Tensor,
+        tf: torch.Tensor,
+        cols: dict[str, torch.Tensor],
+        rows: list,
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Add term ``i``'s change-factor derivatives to ``cols``/``rows`` of :meth:`_gradient`;
+        return the product of its change factors ``(prod s(t_u), prod s(t))`` (``None``
+        without change factors).
+
+        A change factor ``s(t) s(t')`` is a diagonal scaling folded into ``alpha`` and
+        ``beta``, so with ``m = (ds / d theta) / s`` (:func:`_change_vector`)
+        ``dK_t = (alpha m_u)_i S_ij beta_j + alpha_i S_ij (beta m_f)_j``: two thin rows
+        per group parameter, added (``+=``) to the parameter every term of the group shares.
+        """
+        model, tu = self.model, self.tu
+        product = None
+        for j, name in enumerate(model.terms[i]):
+            if (g := factor_group(name)) is None:
+                continue
+            where, width = model.change_values(th, g)
+            kind = factor_kernel(name)
+            sa, ma = _change_vector(kind, tu, where, width, grad=True)
+            sb, mb = _change_vector(kind, tf, where, width, grad=True)
+            product = (sa, sb) if product is None else (product[0] * sa, product[1] * sb)
+            for q, p in enumerate(model.groups[g]):
+                cols[f"chg{j}.{q}"] = beta * mb[q]
+                rows += [(p, 1.0, alpha * ma[q], "b"), (p, 1.0, alpha, f"chg{j}.{q}")]
+        return product
+
     def _parts_cached(self, th: np.ndarray, k: int) -> list:
         """The parts of chunk ``k`` whose ``S`` buffers the value pass left in the cache."""
         idx, tu, tf = self.model._index, self.tu, self.tf[self.slices[k]]
         out = []
-        for i, names in enumerate(self.model.terms):
-            alpha, beta = _lin_product(th, idx, i, names, tu, tf)
+        for i in range(len(self.model.terms)):
+            alpha, beta = _rank_one(self.model, th, i, tu, tf, ones=not self.stationary[i])
             if not self.stationary[i]:
                 v = math.exp(float(th[idx[(i, -1, "variance")]]))
                 out.append((None, v * alpha, beta))
@@ -737,18 +851,69 @@ def sgpr_bound(fit: FitResult, dataset: Dataset, *, inducing: int = DEFAULT_INDU
     return value if math.isfinite(value) else math.nan
 
 
-def _lin_product(
-    th: np.ndarray, idx: dict, i: int, names: tuple[str, ...], tu: torch.Tensor, tf: torch.Tensor
+def _rank_one(
+    model: SGPRModel, th: np.ndarray, i: int, tu: torch.Tensor, tf: torch.Tensor, ones: bool
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """Term ``i``'s LIN factors as rank-one parts: ``prod_f (t_u - c_f)`` on the inducing
-    inputs and ``prod_f (t - c_f)`` on the chunk (``None`` without LIN factors)."""
+    """Term ``i``'s rank-one factors (LIN and change factors, in the term's order):
+    ``prod (t_u - c) prod s(t_u)`` on the inducing inputs and the same on the chunk
+    (``None`` without any, or ones if ``ones``: a lone ``C``)."""
+    idx = model._index
     alpha = beta = None
-    for j, name in enumerate(names):
+    for j, name in enumerate(model.terms[i]):
         if name == "LIN":
             c = float(th[idx[(i, j, "offset")]])
             alpha = tu - c if alpha is None else alpha * (tu - c)
             beta = tf - c if beta is None else beta * (tf - c)
+        elif (g := factor_group(name)) is not None:
+            where, width = model.change_values(th, g)
+            sa, _ = _change_vector(factor_kernel(name), tu, where, width)
+            sb, _ = _change_vector(factor_kernel(name), tf, where, width)
+            alpha = sa if alpha is None else alpha * sa
+            beta = sb if beta is None else beta * sb
+    if alpha is None and ones:
+        alpha, beta = torch.ones_like(tu), torch.ones_like(tf)
     return alpha, beta
+
+
+def _change_vector(
+    kind: str, t: torch.Tensor, where: list, width, grad: bool = False
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """A change factor's ``s(t)`` (its kernel is ``s(t) s(t')``) and, if ``grad``, the
+    relative derivatives ``m = (ds / d theta) / s`` for the group's parameters (location,
+    log width) or (start, end, log width); the same formulas as
+    :meth:`prolas.gram.GramModel._change_factor`.
+
+    With ``z = (t - l) / w`` and ``σ = expit(z)``: CP_AFTER ``s = σ``, CP_BEFORE
+    ``s = 1 - σ``, CW_INSIDE ``s = u = σ_start (1 - σ_end)``, CW_OUTSIDE ``s = 1 - u``
+    (written ``(1 - σ_start) + σ_start σ_end``, without cancellation). ``m`` stays
+    bounded where ``s`` underflows; ``alpha * m`` is then the derivative of alpha.
+    ``where`` and ``width`` are floats or 0-d tensors (differentiable).
+    """
+    ms: list[torch.Tensor] = []
+    if kind in ("CP_BEFORE", "CP_AFTER"):
+        z = (t - where[0]) / width
+        sig, one_minus = torch.sigmoid(z), torch.sigmoid(-z)
+        if kind == "CP_AFTER":
+            s = sig
+            if grad:
+                ms = [-one_minus / width, -one_minus * z]
+        else:
+            s = one_minus
+            if grad:
+                ms = [sig / width, sig * z]
+        return s, ms
+    z1, z2 = (t - where[0]) / width, (t - where[1]) / width
+    s1, c1 = torch.sigmoid(z1), torch.sigmoid(-z1)
+    s2, c2 = torch.sigmoid(z2), torch.sigmoid(-z2)
+    u = s1 * c2
+    inside = [-c1 / width, s2 / width, -c1 * z1 + s2 * z2] if grad else []
+    if kind == "CW_INSIDE":
+        return u, inside
+    s = c1 + s1 * s2
+    if grad:
+        ratio = torch.where(s > 0, u / torch.where(s > 0, s, 1.0), 0.0)
+        ms = [-ratio * m for m in inside]
+    return s, ms
 
 
 # --- refit --------------------------------------------------------------------------

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 from prolas.data import Dataset
+from prolas.expr import parse
 from prolas.gp import (
     DTYPE,
     FactorFit,
@@ -19,8 +21,11 @@ from prolas.gp import (
     exact_log_likelihood,
     natural_covar_module,
     predict,
+    theta_to_natural,
 )
+from prolas.gram import GramModel
 from prolas.scalable import (
+    _problem,
     decompose_sgpr,
     inducing_inputs,
     predict_sgpr,
@@ -181,3 +186,142 @@ def test_failures_are_reported_not_raised(series):
     out = refit_sgpr(failed, series)
     assert out.status == "failed" and "not usable" in out.error
     assert math.isnan(sgpr_bound(bad, series, inducing=20))
+
+
+# --- change-points, change-windows and the constant kernel ---------------------------
+
+#: Expressions with change operators and C; expanded terms carry "CP_BEFORE:0" etc.
+CHANGE_EXPRESSIONS = [
+    "CP(LIN, PER*SE)",
+    "CW(C, SE) + LIN",
+    "C + PER",
+    "CP(C, CW(LIN, SE)) + RQ",
+]
+#: Scaled-unit values (t = (x - x0) / span, y standardised) by parameter name.
+_SCALED = {
+    "location": 0.45,
+    "start": 0.3,
+    "end": 0.7,
+    "width": 0.03,
+    "offset": 0.2,
+    "variance": 0.5,
+    "period": 0.1,
+    "alpha": 2.0,
+    "noise": 0.05,
+}
+
+
+def _scaled_fit(expr: str, ds: Dataset, values: dict[str, float] | None = None):
+    """``(fit in x's units, GramModel, theta)`` for ``expr`` at scaled-unit ``values``
+    (lengthscales 0.6 for PER, 0.08 otherwise), through the exact fit's own conversion."""
+    values = _SCALED | (values or {})
+    t = (ds.x - ds.x[0]) / ds.span
+    model = GramModel(parse(expr), t, 2.0 * ds.spacing / ds.span)
+    theta = np.array(
+        [p.to_theta(values.get(p.name, 0.6 if p.kernel == "PER" else 0.08)) for p in model.params]
+    )
+    terms, noise = theta_to_natural(model, theta, float(ds.x[0]), ds.span)
+    fit = FitResult(expr, "ok", ds.n, parse(expr).n_params, 0.0, 0.0, terms, noise)
+    return fit, model, theta
+
+
+@pytest.fixture(scope="module")
+def change_series() -> Dataset:
+    """120 monthly points: a yearly cycle that turns into a rising line at 1955."""
+    rng = np.random.default_rng(2)
+    x = 1950.0 + np.arange(120) / 12.0
+    y = np.where(x < 1955.0, np.sin(2 * np.pi * x), 0.5 * (x - 1955.0))
+    return Dataset.from_arrays(x, y + 0.2 * rng.standard_normal(x.size))
+
+
+@pytest.mark.parametrize("expr", CHANGE_EXPRESSIONS)
+def test_change_bound_with_inducing_at_the_data_is_exact(change_series, expr):
+    ds = change_series
+    fit, model, theta = _scaled_fit(expr, ds)
+    ll, _ = model.log_likelihood(theta, ds.y_standardised, grad=False)
+    bound = sgpr_bound(fit, ds, inducing=ds.n)
+    assert bound == pytest.approx(ll, rel=1e-6, abs=1e-6)
+    assert bound == pytest.approx(exact(fit, ds), rel=1e-6, abs=1e-6)  # GPyTorch modules
+    # the fit's natural units map back onto the same theta (tied values read per group)
+    problem, theta_sgpr = _problem(fit, ds, ds.n)
+    np.testing.assert_allclose(theta_sgpr, theta, rtol=0, atol=1e-12)
+    # fewer inducing points: a lower bound
+    assert sgpr_bound(fit, ds, inducing=30) <= ll + 1e-7 * abs(ll)
+
+
+@pytest.mark.parametrize("expr", CHANGE_EXPRESSIONS)
+def test_change_gradient_matches_finite_differences_and_the_exact_gradient(change_series, expr):
+    ds = change_series
+    fit, model, theta = _scaled_fit(expr, ds)
+    # M = N: the bound is the exact log-likelihood, so is its gradient (shared change
+    # parameters summed over every term of their group). rtol 1e-4: the jitter on the
+    # nearly low-rank PER Gram moves the period's derivative by ~1e-5 (as for "PER" alone)
+    problem, th = _problem(fit, ds, ds.n)
+    value, grad = problem.value_and_grad(th)
+    _, exact_grad = model.log_likelihood(theta, ds.y_standardised)
+    np.testing.assert_allclose(grad, exact_grad, rtol=1e-4, atol=1e-4)
+    # M < N, with and without the per-chunk caches: central differences
+    for cache in (0.0, 3e9):
+        problem, th = _problem(fit, ds, 40, cache_bytes=cache)
+        value, grad = problem.value_and_grad(th)
+        h = 1e-5
+        fd = np.array(
+            [
+                problem.value_and_grad(th + e, grad=False)[0]
+                - problem.value_and_grad(th - e, grad=False)[0]
+                for e in h * np.eye(th.size)
+            ]
+        ) / (2 * h)
+        np.testing.assert_allclose(grad, fd, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("expr", ["CP(LIN, PER*SE)", "CW(C, SE) + LIN", "C + PER"])
+def test_change_predict_and_decompose_at_the_data_match_exact(change_series, expr):
+    ds = change_series
+    fit, _, _ = _scaled_fit(expr, ds)
+    x_new = np.linspace(1949.0, 1962.0, 41)  # inside and beyond the data
+    m1, v1 = predict(fit, ds, x_new, include_noise=True)
+    m2, v2 = predict_sgpr(fit, ds, x_new, include_noise=True, inducing=ds.n)
+    scale = ds.y_std
+    np.testing.assert_allclose(m2, m1, rtol=0, atol=1e-5 * scale)
+    np.testing.assert_allclose(v2, v1, rtol=1e-5, atol=1e-9 * scale**2)
+    parts_exact = decompose(fit, ds, x_new)
+    parts = decompose_sgpr(fit, ds, x_new, inducing=ds.n)
+    assert [p[0] for p in parts] == [p[0] for p in parts_exact]
+    for (_, me, ve), (_, ms, vs) in zip(parts_exact, parts):
+        np.testing.assert_allclose(ms, me, rtol=0, atol=1e-5 * scale)
+        np.testing.assert_allclose(vs, ve, rtol=1e-5, atol=1e-9 * scale**2)
+
+
+def test_change_tied_values_must_agree(change_series):
+    ds = change_series
+    fit, _, _ = _scaled_fit("CP(LIN, PER*SE)", ds)
+    first, second = fit.terms
+    moved = FactorFit("CP_AFTER", dict(second.factors[0].params, location=1957.0))
+    bad = replace(fit, terms=(first, replace(second, factors=(moved, *second.factors[1:]))))
+    assert math.isnan(sgpr_bound(bad, ds, inducing=20))
+    out = refit_sgpr(bad, ds, inducing=20)
+    assert out.status == "failed" and "differ" in out.error
+
+
+def test_refit_finds_a_planted_change_point():
+    rng = np.random.default_rng(3)
+    x = np.linspace(2000.0, 2030.0, 3000)
+    where = 2012.0  # sine before, a rising line after
+    y = np.where(x < where, 2.0 * np.sin(2 * np.pi * x), 0.8 * (x - where))
+    ds = Dataset.from_arrays(x, y + 0.3 * rng.standard_normal(x.size))
+    # start 2.5 years (8 % of the span) away, with a blurred transition
+    start, _, _ = _scaled_fit(
+        "CP(PER, LIN)",
+        ds,
+        {"location": (2014.5 - 2000.0) / 30.0, "width": 0.02, "period": 1.0 / 30.0},
+    )
+    fit = refit_sgpr(start, ds, inducing=128, max_iter=40)
+    assert fit.status == "ok", fit.error
+    assert fit.approximation == "sgpr-128" and fit.n == ds.n
+    factors = [f for t in fit.terms for f in t.factors if f.kernel.startswith("CP_")]
+    assert [f.kernel for f in factors] == ["CP_BEFORE", "CP_AFTER"]
+    assert factors[0].params == factors[1].params  # tied, repeated in both terms
+    assert factors[0].params["location"] == pytest.approx(where, abs=0.02 * 30.0)
+    assert fit.log_likelihood > sgpr_bound(start, ds, inducing=128)
+    assert sgpr_bound(fit, ds, inducing=128) == pytest.approx(fit.log_likelihood, rel=1e-8)
