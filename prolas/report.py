@@ -20,7 +20,12 @@
 * :func:`describe_fit` says each additive term in words, in the spirit of the
   Automatic Statistician (Lloyd et al. 2014), with its share of the variance of the
   fitted mean: for term t with posterior mean ``m_t`` on the data inputs,
-  ``share_t = Var_i(m_t(x_i)) / sum_s Var_i(m_s(x_i))``.
+  ``share_t = Var_i(m_t(x_i)) / sum_s Var_i(m_s(x_i))``. A model with change
+  operators first gets one sentence per operator (:func:`fit_changes`) on where and
+  how the series changes, and each term says where it is active.
+* :func:`fit_figure` and :func:`components_figure` draw the fit and the additive
+  components; :func:`mark_changes` marks change-points (dashed line, ±2-width band)
+  and change-windows (shaded span) on them.
 * :func:`write_report` writes result.json, report.md, fit.png, components.png and
   convergence.png; :func:`summary_table` is the CLI's final text table.
 
@@ -36,6 +41,7 @@ import json
 import math
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +50,14 @@ import numpy as np
 from prolas import __version__
 from prolas.data import Dataset
 from prolas.errors import ExpressionError, NonFiniteError
-from prolas.expr import factor_group, factor_kernel, factor_shape_params, parse
+from prolas.expr import (
+    CHANGE_FACTORS,
+    CHANGE_OPERATORS,
+    factor_group,
+    factor_kernel,
+    factor_shape_params,
+    parse,
+)
 from prolas.gp import FitResult, decompose, predict
 from prolas.search.evaluator import Evaluation, SearchResult, first_non_finite, one_line
 
@@ -55,6 +68,11 @@ __all__ = [
     "test_metrics",
     "describe_fit",
     "flat_factors",
+    "FitChange",
+    "fit_changes",
+    "mark_changes",
+    "fit_figure",
+    "components_figure",
     "write_report",
     "summary_table",
     "EXTRAPOLATE",
@@ -594,23 +612,60 @@ def flat_factors(fit: FitResult, dataset: Dataset) -> list[set[int]]:
     return out
 
 
-def _slope(dataset: Dataset, mean_on_x: np.ndarray) -> float:
+#: a term whose change weight is below this at an input is switched off there
+_ACTIVE = 1e-3
+
+
+def _slope(dataset: Dataset, mean_on_x: np.ndarray, weight: np.ndarray | None = None) -> float:
     """Least-squares slope of ``mean_on_x`` (y units) against x (x units).
 
     Fitted on ``t = (x - x0) / span`` and ``mean / y_std``, then scaled back, so that
     huge or tiny x and y (``1e300``, ``1e-300``) neither overflow nor lose the fit;
     the result may be ``inf`` when the slope itself is not representable.
+
+    ``weight``: a term switched on and off by change operators is ``a(x) f(x)`` with
+    ``a`` its product of change weights (:meth:`FitChange.weight`); the slope is then
+    that of ``f = mean / a``, fitted where ``a > _ACTIVE`` with weights ``a`` (NaN if
+    there are fewer than two such inputs: the trend does not act on the data).
     """
     if len(mean_on_x) < 2 or not dataset.span > 0:
         return 0.0
     t = (dataset.x - dataset.x[0]) / dataset.span
+    m = np.asarray(mean_on_x) / dataset.y_std
+    w = None
+    if weight is not None:
+        on = weight > _ACTIVE
+        if np.count_nonzero(on) < 2:
+            return math.nan
+        t, m, w = t[on], m[on] / weight[on], weight[on]
     with np.errstate(over="ignore", invalid="ignore"):
-        slope_t = float(np.polyfit(t, np.asarray(mean_on_x) / dataset.y_std, 1)[0])
+        slope_t = float(np.polyfit(t, m, 1, w=w)[0])
         return slope_t * dataset.y_std / dataset.span
 
 
+def _base_factors(term, flat_idx: set[int]) -> tuple[dict[str, list], list[str]]:
+    """A term's base-kernel factors that vary on the data, by kernel, and the names of
+    those constant on the data. Change factors (said by the change sentences and the
+    term's active range) and the constant ``C`` are neither."""
+    by: dict[str, list] = {}
+    flat: list[str] = []
+    for i, f in enumerate(term.factors):
+        if f.kernel in CHANGE_FACTORS or f.kernel == "C":
+            continue
+        if i in flat_idx:
+            flat.append(f.kernel)
+            continue
+        by.setdefault(f.kernel, []).append(f.params)
+    return by, flat
+
+
 def _describe_term(
-    term, mean_on_x: np.ndarray, dataset: Dataset, years: bool, flat_idx: set[int]
+    term,
+    mean_on_x: np.ndarray,
+    dataset: Dataset,
+    years: bool,
+    flat_idx: set[int],
+    weight: np.ndarray | None = None,
 ) -> str:
     """One sentence (without the share) for a product term.
 
@@ -618,16 +673,12 @@ def _describe_term(
     named once at the end instead of being described as changes of shape; a PER factor
     whose period exceeds the data's span shows no repetition in the data, so it is said
     as the slow variation it is (its effective lengthscale for lags much shorter than
-    the period is ``p l / (2 pi)``, from ``sin u ~ u``).
+    the period is ``p l / (2 pi)``, from ``sin u ~ u``). Change factors are left to
+    :func:`describe_fit`; ``weight`` (on the inputs, their product) scales the term, so
+    a trend's slope is that of the trend itself (:func:`_slope`).
     """
     span = float(dataset.x[-1] - dataset.x[0])
-    by: dict[str, list] = {}
-    flat: list[str] = []
-    for i, f in enumerate(term.factors):
-        if i in flat_idx:
-            flat.append(f.kernel)
-            continue
-        by.setdefault(f.kernel, []).append(f.params)
+    by, flat = _base_factors(term, flat_idx)
     lins, pers, ses, rqs = (by.get(k, []) for k in ("LIN", "PER", "SE", "RQ"))
     slow = [p for p in pers if p["period"] > span]
     pers = [p for p in pers if p["period"] <= span]
@@ -674,9 +725,11 @@ def _describe_term(
     elif slow:
         core = "A smooth trend"
     elif lins:
-        slope = _slope(dataset, mean_on_x)
+        slope = _slope(dataset, mean_on_x, weight)
         direction = "rising" if slope > 0 else "falling"
-        if len(lins) == 1:
+        if len(lins) == 1 and math.isnan(slope):  # switched off on the data
+            core = "A linear trend"
+        elif len(lins) == 1:
             core = f"A linear trend ({direction}, about {slope:.3g} y units per x unit)"
         else:
             core = f"A polynomial trend of degree {len(lins)}"
@@ -702,8 +755,335 @@ def _describe_term(
     return sentence
 
 
+# --- change operators in words --------------------------------------------------------------
+
+
+#: a transition counts as complete (or not yet begun) on the data when its sigmoid is
+#: within this of 1 (or 0) at the data's end (or start)
+_SETTLED = 0.01
+
+
+def _sigmoid(z: np.ndarray | float) -> np.ndarray:
+    """``1 / (1 + exp(-z))`` without overflow (``tanh`` form)."""
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, dtype=np.float64)))
+
+
+@dataclass(frozen=True)
+class FitChange:
+    """One change operator of a fitted model (a change group of its expansion).
+
+    Attributes:
+        op: ``"CP"`` or ``"CW"``.
+        group: its index in :attr:`prolas.expr.Expression.change_groups`.
+        params: its fitted shape parameters in x's units (``location``, ``width`` for
+            CP; ``start``, ``end``, ``width`` for CW; DESIGN.md).
+        sides: the indices of the fitted terms on its A side (before the change-point,
+            outside the window) and on its B side (after, inside).
+    """
+
+    op: str
+    group: int
+    params: dict[str, float]
+    sides: tuple[tuple[int, ...], tuple[int, ...]]
+
+    @property
+    def terms(self) -> frozenset[int]:
+        return frozenset(self.sides[0] + self.sides[1])
+
+    def weight(self, side: int, x: np.ndarray | float) -> np.ndarray:
+        """``s(x)`` of side 0 (A) or 1 (B): a term on that side is ``s(x) f(x)``
+        (its factor is ``s(x) s(x')``): ``1 - σ``/``σ`` for CP, ``1 - u``/``u`` for CW."""
+        x = np.asarray(x, dtype=np.float64)
+        w = self.params["width"]
+        if self.op == "CP":
+            b = _sigmoid((x - self.params["location"]) / w)
+        else:
+            b = _sigmoid((x - self.params["start"]) / w) * _sigmoid(-(x - self.params["end"]) / w)
+        return b if side == 1 else 1.0 - b
+
+
+def fit_changes(fit: FitResult) -> list[FitChange]:
+    """The change operators of a fitted model, in group order, with their fitted
+    parameters (read from the first factor that carries each group; the fit ties them)
+    and the terms on each side. Empty for a model without change operators."""
+    if not fit.ok or not fit.terms:
+        return []
+    expr = parse(fit.expression)
+    if not expr.has_change:
+        return []
+    out = []
+    for group in expr.change_groups:
+        side_names = tuple(f"{n}:{group.index}" for n in CHANGE_OPERATORS[group.op][1])
+        sides: list[tuple[int, ...]] = []
+        params: dict[str, float] = {}
+        for name in side_names:
+            on = []
+            for i, (names, term) in enumerate(zip(expr.terms, fit.terms)):
+                if name in names:
+                    on.append(i)
+                    params = params or dict(term.factors[names.index(name)].params)
+            sides.append(tuple(on))
+        out.append(FitChange(group.op, group.index, params, (sides[0], sides[1])))
+    return out
+
+
+def _term_conditions(changes: list[FitChange], n_terms: int) -> list[list[tuple[FitChange, int]]]:
+    """Per term, the ``(change, side)`` pairs that switch it on and off."""
+    out: list[list[tuple[FitChange, int]]] = [[] for _ in range(n_terms)]
+    for c in changes:
+        for side, idx in enumerate(c.sides):
+            for i in idx:
+                out[i].append((c, side))
+    return out
+
+
+def _position(v: float, dataset: Dataset, years: bool) -> str:
+    """A place on the x axis: ``'1973.4'`` in years (and the month when x came from
+    dates), else with enough digits to resolve a thousandth of the data's span."""
+    if years:
+        text = f"{v:.1f}"
+        if dataset.x_is_date:
+            from prolas.data import decimal_years_to_timestamps
+
+            try:
+                text += f" ({decimal_years_to_timestamps(v)[0].strftime('%B %Y')})"
+            except Exception:  # outside pandas' dates: the decimal year alone
+                pass
+        return text
+    res = dataset.span / 1000 if dataset.span > 0 else abs(v) / 1000 or 1e-3
+    digits = math.ceil(math.log10(abs(v) / res)) if v != 0 and math.isfinite(v) else 3
+    return f"{v:.{min(max(digits, 2), 12)}g}"
+
+
+def _duration(v: float, years: bool) -> str:
+    """A width on the x axis: :func:`_length`, in days when it is under 0.05 years."""
+    if years and v < 0.05:
+        return f"{v:.2g} years ({365.25 * v:.2g} days)"
+    return _length(v, years)
+
+
+def _at(v: float, dataset: Dataset, years: bool) -> str:
+    """``'~1973.4'``, saying when it lies outside the data."""
+    text = f"~{_position(v, dataset, years)}"
+    if v < dataset.x[0]:
+        text += " (before the data start)"
+    elif v > dataset.x[-1]:
+        text += " (after the data end)"
+    return text
+
+
+def _bounds(conds: list[tuple[FitChange, int]]):
+    """A term's active range from its change factors: ``(lo, hi, outside)`` where
+    ``lo``/``hi`` are ``(x, change)`` (the latest "after"/window start, the earliest
+    "before"/window end; ``None`` if unbounded) and ``outside`` the windows it must lie
+    outside of. A bound implied by a tighter one (after 1966 and after 1974) is dropped."""
+    lo = hi = None
+    outside: list[FitChange] = []
+    for c, side in conds:
+        if c.op == "CP":
+            loc = c.params["location"]
+            if side == 1 and (lo is None or loc > lo[0]):
+                lo = (loc, c)
+            elif side == 0 and (hi is None or loc < hi[0]):
+                hi = (loc, c)
+        elif side == 0:
+            outside.append(c)
+        else:
+            s, e = c.params["start"], c.params["end"]
+            if lo is None or s > lo[0]:
+                lo = (s, c)
+            if hi is None or e < hi[0]:
+                hi = (e, c)
+    return lo, hi, outside
+
+
+def _active_range(conds: list[tuple[FitChange, int]], dataset: Dataset, years: bool) -> str:
+    """Where a term is switched on, from its change factors: ``'active only before
+    the change-point at ~1973.4'``, ``'... between the change-points at ~1966.3 and
+    ~1974.1'``, ``'... outside the change-window ~1971.2-1973.9'`` (:func:`_bounds`)."""
+    lo, hi, outside = _bounds(conds)
+
+    def name(bound, which: str) -> str:
+        x, c = bound
+        if c.op == "CP":
+            return f"the change-point at {_at(x, dataset, years)}"
+        return f"the {which} of the change-window at {_at(x, dataset, years)}"
+
+    parts = []
+    if lo is not None and hi is not None:
+        if lo[1] is hi[1]:
+            parts.append(f"inside the change-window {_window(lo[1], dataset, years)}")
+        elif lo[1].op == hi[1].op == "CP":
+            parts.append(
+                f"between the change-points at {_at(lo[0], dataset, years)} "
+                f"and {_at(hi[0], dataset, years)}"
+            )
+        else:
+            parts.append(f"between {name(lo, 'start')} and {name(hi, 'end')}")
+        if lo[0] >= hi[0]:
+            parts[-1] += " (an empty range, so it is switched off)"
+    elif lo is not None:
+        parts.append(f"after {name(lo, 'start')}")
+    elif hi is not None:
+        parts.append(f"before {name(hi, 'end')}")
+    parts += [f"outside the change-window {_window(c, dataset, years)}" for c in outside]
+    return "active only " + " and ".join(parts) if parts else ""
+
+
+def _window(c: FitChange, dataset: Dataset, years: bool) -> str:
+    s, e = c.params["start"], c.params["end"]
+    text = f"~{_position(s, dataset, years)}-{_position(e, dataset, years)}"
+    if e < dataset.x[0]:
+        text += " (before the data start)"
+    elif s > dataset.x[-1]:
+        text += " (after the data end)"
+    return text
+
+
+def _term_noun(
+    term, mean_on_x: np.ndarray, dataset: Dataset, years: bool, flat_idx: set[int], weight
+) -> str:
+    """A short noun phrase for a product term, for the change sentences: ``'a rising
+    linear trend'``, ``'a periodic component with period 1.00 year (12.0 months)'``,
+    ``'a constant offset'`` (the classification of :func:`_describe_term`)."""
+    by, _ = _base_factors(term, flat_idx)
+    lins, pers, ses, rqs = (by.get(k, []) for k in ("LIN", "PER", "SE", "RQ"))
+    slow = [p for p in pers if p["period"] > dataset.span]
+    pers = [p for p in pers if p["period"] <= dataset.span]
+    grows = ""
+    if lins:
+        grows = (
+            " of linearly growing amplitude"
+            if len(lins) == 1
+            else f" of amplitude growing as a polynomial of degree {len(lins)}"
+        )
+    if pers:
+        if len(pers) == 1:
+            return f"a periodic component with period {_length(pers[0]['period'], years)}{grows}"
+        periods = ", ".join(_length(p["period"], years) for p in pers)
+        return f"a product of {len(pers)} periodic components (periods {periods}){grows}"
+    if rqs:
+        return f"smooth variation at multiple scales{grows}"
+    if ses or slow:
+        return f"a smooth trend{grows}"
+    if lins:
+        if len(lins) > 1:
+            return f"a polynomial trend of degree {len(lins)}"
+        slope = _slope(dataset, mean_on_x, weight)
+        if math.isnan(slope):
+            return "a linear trend"
+        return f"a {'rising' if slope > 0 else 'falling'} linear trend"
+    return "a constant offset"
+
+
+def _inner_qualifier(
+    c: FitChange, conds: list[tuple[FitChange, int]], dataset: Dataset, years: bool
+) -> str:
+    """Where, within side of ``c``, a term is on, from the change operators nested in
+    ``c`` (``' (from about 1974.1)'``); operators that hold ``c`` are the context."""
+    words = []
+    for h, side in conds:
+        if not h.terms < c.terms:  # not nested inside c
+            continue
+        if h.op == "CP":
+            at = _position(h.params["location"], dataset, years)
+            words.append(f"from about {at}" if side == 1 else f"until about {at}")
+        else:
+            win = _window(h, dataset, years)[1:]
+            words.append(f"{'inside' if side == 1 else 'outside'} the window about {win}")
+    return f" ({', '.join(words)})" if words else ""
+
+
+def _and(phrases: list[str]) -> str:
+    phrases = list(dict.fromkeys(phrases))  # in order, without repeats
+    if len(phrases) <= 1:
+        return "".join(phrases)
+    return ", ".join(phrases[:-1]) + " and " + phrases[-1]
+
+
+def _transition(c: FitChange, dataset: Dataset, years: bool, plural: bool = False) -> str:
+    """``'over ~0.80 years (9.6 months)'``, or ``'abruptly'`` when the whole transition
+    (±2 widths: 12 % to 88 %) fits between two neighbouring inputs."""
+    w = c.params["width"]
+    if dataset.n > 1 and 4 * w < dataset.spacing:
+        return "abrupt transitions" if plural else "abruptly"
+    return f"transitions over ~{_duration(w, years)}" if plural else f"over ~{_duration(w, years)}"
+
+
+def _describe_change(
+    c: FitChange, nouns: list[str], conds: list[list], dataset: Dataset, years: bool
+) -> str:
+    """One sentence on where and how the series changes at one change operator.
+
+    CP: ``"From about 1973.4 (over ~0.80 years (9.6 months)), A gives way to B."``;
+    CW: ``"Between about 1971.2 and 1973.9 (transitions over ~...), B replaces A."``,
+    where A and B are the short phrases of the terms on each side. A change outside the
+    data is said so, with what the data (and forecasts) see.
+    """
+    a, b = (
+        _and([nouns[i] + _inner_qualifier(c, conds[i], dataset, years) for i in side]) or "nothing"
+        for side in c.sides
+    )
+    x0, x1 = float(dataset.x[0]), float(dataset.x[-1])
+    if c.op == "CP":
+        loc = c.params["location"]
+        at, how = _position(loc, dataset, years), _transition(c, dataset, years)
+        if c.weight(1, x0) > 1 - _SETTLED:
+            return (
+                f"A change-point at about {at} ({how}), before the data start, has no effect "
+                f"on the data: there {a} has already given way to {b}."
+            )
+        if c.weight(1, x1) < _SETTLED:
+            return (
+                f"After the data end, from about {at} ({how}), {a} gives way to {b}; the data "
+                f"see only {a}, forecasts beyond about {at} see {b}."
+            )
+        where = (
+            "just before the data start"
+            if loc < x0
+            else "just after the data end"
+            if loc > x1
+            else ""
+        )
+        return f"From about {at} ({how}{', ' + where if where else ''}), {a} gives way to {b}."
+    s, e = c.params["start"], c.params["end"]
+    grid = np.linspace(x0, x1, 512) if x1 > x0 else np.array([x0])
+    u = c.weight(1, np.concatenate([grid, dataset.x]))
+    ps, pe = _position(s, dataset, years), _position(e, dataset, years)
+    how = _transition(c, dataset, years, plural=True)
+    if e <= s:
+        return (
+            f"An empty change-window (its start, about {ps}, is after its end, about {pe}) "
+            f"has no effect: {a} throughout."
+        )
+    if float(u.max()) < _SETTLED:
+        if e < x0:
+            return (
+                f"A change-window between about {ps} and {pe}, before the data start, has no "
+                f"effect on the data: they see only {a}."
+            )
+        if s > x1:
+            return (
+                f"After the data end, between about {ps} and {pe} ({how}), {b} replaces {a}; "
+                f"the data see only {a}."
+            )
+        return (
+            f"A change-window between about {ps} and {pe} ({how}) is too narrow to show in "
+            f"the data: they see only {a}."
+        )
+    if float(u.min()) > 1 - _SETTLED:
+        return (
+            f"A change-window between about {ps} and {pe} covers all the data: they see "
+            f"only {b}; {a} holds outside it."
+        )
+    start = ps + (" (before the data start)" if s < x0 else "")
+    end = pe + (" (after the data end)" if e > x1 else "")
+    return f"Between about {start} and {end} ({how}), {b} replaces {a}."
+
+
 def describe_fit(fit: FitResult, dataset: Dataset) -> list[str]:
-    """One plain-language sentence per additive term, then one on the noise.
+    """Plain-language sentences: one per change operator, one per additive term, then
+    one on the noise.
 
     Lengths are in x's units, said as years (and months) when x looks like calendar
     years. Factors that are constant on the data (:func:`flat_factors`) are named, not
@@ -711,14 +1091,41 @@ def describe_fit(fit: FitResult, dataset: Dataset) -> list[str]:
     slow variation. Each term sentence ends with its share of the variance of the fitted mean
     (see the module docstring); the noise sentence gives its standard deviation in
     y's original units.
+
+    A model with change operators (:func:`fit_changes`) first gets one sentence per
+    operator saying where and how the series changes, from the terms on its two sides
+    ("From about 1973.4 (over ~0.80 years (9.6 months)), a rising linear trend gives
+    way to a periodic component with period 1.00 year (12.0 months)."; for a window
+    "Between about 1971.2 and 1973.9 (...), B replaces A."), and each term sentence
+    says where the term is active ("..., active only before the change-point at
+    ~1973.4"); the slope of a trend is that of the trend where it acts. A term that
+    its change operators switch off on the whole data is said so; its factors are then
+    described as fitted (what forecasts there would see), none as constant on the data.
     """
     if not fit.ok:
         return [f"The fit of {fit.expression} failed: {fit.error}"]
     years = _in_years(dataset)
     shares, means = _term_shares(fit, dataset)
-    out = []
-    for term, share, m, flat in zip(fit.terms, shares, means, flat_factors(fit, dataset)):
-        sentence = _describe_term(term, m, dataset, years, flat)
+    flats = flat_factors(fit, dataset)
+    changes = fit_changes(fit)
+    conds = _term_conditions(changes, len(fit.terms))
+    weights = [
+        np.prod([c.weight(side, dataset.x) for c, side in cs], axis=0) if cs else None
+        for cs in conds
+    ]
+    off = [w is not None and float(w.max()) < _SETTLED for w in weights]
+    flats = [set() if o else f for f, o in zip(flats, off)]
+    nouns = [
+        _term_noun(t, m, dataset, years, f, w)
+        for t, m, f, w in zip(fit.terms, means, flats, weights)
+    ]
+    out = [_describe_change(c, nouns, conds, dataset, years) for c in changes]
+    for i, (term, share, m, flat) in enumerate(zip(fit.terms, shares, means, flats)):
+        sentence = _describe_term(term, m, dataset, years, flat, weights[i])
+        if conds[i]:
+            sentence += ", " + _active_range(conds[i], dataset, years)
+            if off[i] and not sentence.endswith("switched off)"):
+                sentence += ", so it does not act on the data"
         out.append(f"{sentence}; it explains {100 * share:.1f}% of the fitted mean's variance.")
     sd = math.sqrt(fit.noise_variance) * dataset.y_std
     out.append(
@@ -914,11 +1321,55 @@ def _drawable(values: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(values), values, np.nan)
 
 
-def plot_fit(
-    path: Path, fit: FitResult, dataset: Dataset, test_dataset: Dataset | None = None
-) -> Path:
-    """Data, posterior mean and 95 % predictive band (noise included), extrapolated
-    ``EXTRAPOLATE`` of the span beyond the data; test points if given."""
+def mark_changes(ax, fit: FitResult, dataset: Dataset, groups=None) -> list:
+    """Mark the transitions of ``fit``'s change operators on ``ax`` (x axis = x's units).
+
+    A change-point: a dashed vertical line at its location, labelled ``"change-point
+    ~1973.4"``, over a light band of ±2 widths (where its sigmoid runs from 12 % to
+    88 %), capped to the axis; a change-window: a light span from its start to its end,
+    labelled ``"change-window ~1971.2-1973.9"``. Only what lies within the axis' current
+    x range is drawn (the x limits are kept). ``groups``: the change groups to mark
+    (all by default). Returns the artists drawn.
+    """
+    years = _in_years(dataset)
+    lo, hi = ax.get_xlim()
+    artists = []
+    for c in fit_changes(fit):
+        if groups is not None and c.group not in groups:
+            continue
+        w = c.params["width"]
+        if c.op == "CP":
+            loc = c.params["location"]
+            if not lo <= loc <= hi:
+                continue
+            band = (max(lo, loc - 2 * w), min(hi, loc + 2 * w))
+            artists.append(ax.axvspan(*band, color="C2", alpha=0.15, lw=0))
+            artists.append(
+                ax.axvline(
+                    loc,
+                    color="C2",
+                    ls="--",
+                    lw=1.2,
+                    label=f"change-point ~{_position(loc, dataset, years)}",
+                )
+            )
+        else:
+            start, end = c.params["start"], c.params["end"]
+            if not (end > start and start <= hi and end >= lo):
+                continue
+            label = (
+                f"change-window ~{_position(start, dataset, years)}"
+                f"-{_position(end, dataset, years)}"
+            )
+            artists.append(
+                ax.axvspan(max(lo, start), min(hi, end), color="C4", alpha=0.15, lw=0, label=label)
+            )
+    ax.set_xlim(lo, hi)
+    return artists
+
+
+def fit_figure(fit: FitResult, dataset: Dataset, test_dataset: Dataset | None = None):
+    """The figure of :func:`plot_fit` (a matplotlib ``Figure``; the caller closes it)."""
     plt = _pyplot()
     xs = _plot_grid(dataset, test_dataset)
     mean, sd = _predictive(fit, dataset, xs, include_noise=True)
@@ -930,37 +1381,74 @@ def plot_fit(
     if test_dataset is not None:
         ax.plot(test_dataset.x, test_dataset.y, "o", color="C3", ms=3, mfc="none", label="test")
     ax.axvline(dataset.x[-1], color="0.6", ls="--", lw=0.8)
+    mark_changes(ax, fit, dataset)
     ax.set_xlabel(dataset.x_column)
     ax.set_ylabel(dataset.y_column)
     ax.set_title(f"{fit.expression}   (BIC {fit.bic:.2f})")
     ax.legend(loc="best", fontsize=8, frameon=False)
     fig.tight_layout()
+    return fig
+
+
+def plot_fit(
+    path: Path, fit: FitResult, dataset: Dataset, test_dataset: Dataset | None = None
+) -> Path:
+    """Data, posterior mean and 95 % predictive band (noise included), extrapolated
+    ``EXTRAPOLATE`` of the span beyond the data; test points if given; the transitions
+    of change operators marked (:func:`mark_changes`)."""
+    plt = _pyplot()
+    fig = fit_figure(fit, dataset, test_dataset)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def plot_components(path: Path, fit: FitResult, dataset: Dataset) -> Path:
-    """One panel per additive term: its posterior mean ± 2 sd (y units, without the
-    data mean) on the data range plus ``EXTRAPOLATE`` of the span."""
+def _panel_label(label: str, conds: list[tuple[FitChange, int]], dataset: Dataset) -> str:
+    """A component's title: its base kernels, and where a change operator lets it act
+    (``"LIN  (before ~1973.4)"``); a term without change factors keeps its label."""
+    if not conds:
+        return label
+    bases = [k for k in label.split("*") if k not in CHANGE_FACTORS] or ["C"]
+    where = _active_range(conds, dataset, _in_years(dataset)).removeprefix("active only ")
+    where = where.replace(" (before the data start)", "").replace(" (after the data end)", "")
+    return f"{'*'.join(bases)}  ({where})"
+
+
+def components_figure(fit: FitResult, dataset: Dataset):
+    """The figure of :func:`plot_components` (a matplotlib ``Figure``; the caller closes it)."""
     plt = _pyplot()
     xs = _plot_grid(dataset, None)
     parts = decompose(fit, _standardised_view(dataset), xs)
     shares, _ = _term_shares(fit, dataset)
+    conds = _term_conditions(fit_changes(fit), len(fit.terms))
     fig, axes = plt.subplots(
         len(parts), 1, figsize=(9, 2.4 * len(parts) + 0.4), sharex=True, squeeze=False
     )
-    for ax, (label, mean_z, var_z), share in zip(axes[:, 0], parts, shares):
+    for i, (ax, (label, mean_z, var_z), share) in enumerate(zip(axes[:, 0], parts, shares)):
         mean, sd = mean_z * dataset.y_std, np.sqrt(var_z) * dataset.y_std
         lo, hi, mean = (_drawable(v) for v in (mean - 2 * sd, mean + 2 * sd, mean))
         ax.fill_between(xs, lo, hi, color="C1", alpha=0.25)
         ax.plot(xs, mean, color="C1", lw=1.3)
         ax.axvline(dataset.x[-1], color="0.6", ls="--", lw=0.8)
-        ax.set_title(f"{label}  ({100 * share:.1f}% of the fitted variance)", fontsize=9)
+        title = _panel_label(label, conds[i], dataset)
+        ax.set_title(f"{title}  ({100 * share:.1f}% of the fitted variance)", fontsize=9)
         ax.set_ylabel(f"{dataset.y_column} - mean")
+        lo_b, hi_b, outside = _bounds(conds[i])  # the changes that bound this term
+        groups = {b[1].group for b in (lo_b, hi_b) if b is not None} | {c.group for c in outside}
+        if groups and mark_changes(ax, fit, dataset, groups=groups):
+            ax.legend(loc="upper left", fontsize=7, frameon=False)
     axes[-1, 0].set_xlabel(dataset.x_column)
     fig.suptitle(f"Additive components of {fit.expression} (mean ± 2 sd)", fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def plot_components(path: Path, fit: FitResult, dataset: Dataset) -> Path:
+    """One panel per additive term: its posterior mean ± 2 sd (y units, without the
+    data mean) on the data range plus ``EXTRAPOLATE`` of the span; a term switched on
+    and off by change operators has their transitions marked (:func:`mark_changes`)."""
+    plt = _pyplot()
+    fig = components_figure(fit, dataset)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
