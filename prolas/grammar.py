@@ -1,10 +1,19 @@
 """Probabilistic kernel grammar (PROLAS Algorithm 1).
 
 A grammar draws a sequence ``K1 op1 K2 op2 ... `` alternately from the base-kernel
-prior p_B and the operation prior p_O = {"+", "*", "stop"} until ``stop`` or until
-``N_max`` operations (``+``/``*``) have been applied. The sequence is applied left
+prior p_B and the operation prior p_O over {"+", "*", "CP", "CW", "stop"} until
+``stop`` or until ``N_max`` operations have been applied. The sequence is applied left
 to right, ``S <- S op K`` (as CKS's S -> S+B, S -> S*B), and the result is put in
-canonical form (:mod:`prolas.expr`).
+canonical form (:mod:`prolas.expr`). The change operations are applied the same way:
+``CP`` is ``S <- CP(S, K)`` (S before a change-point, K after it) and ``CW`` is
+``S <- CW(S, K)`` (K inside a change-window, S outside it); :func:`sequence_expression`
+is the one place where a sequence becomes an expression.
+
+A grammar file lists the operations it uses; an operation (or base kernel) it omits has
+probability 0. Every grammar's operations are, in encoding order, ``+``, ``*``, then
+``CP`` and ``CW`` if the file gives them a positive probability, then ``stop``
+(:attr:`Grammar.operations`): a file without change operations has the encoding, the
+content hash and the checkpoints it had before they existed.
 
 A sequence is a tuple of tokens: kernel names at even positions, operation symbols
 at odd positions, with ``"stop"`` as the last token unless ``N_max`` operations were
@@ -13,6 +22,7 @@ applied (then the stop is implicit). Examples for N_max = 2::
     ("SE", "stop")                    -> SE
     ("LIN", "*", "PER", "stop")       -> LIN*PER
     ("SE", "+", "PER", "*", "LIN")    -> LIN*PER + LIN*SE   (N_max reached)
+    ("SE", "CP", "LIN", "stop")       -> CP(SE, LIN)        (a grammar with CP)
 
 Its probability is  p(seq) = prod_i p_B(K_i) * prod_j p_O(op_j), where the final
 ``stop`` counts only if it was drawn (i.e. fewer than N_max operations).
@@ -25,6 +35,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -35,14 +46,70 @@ from pathlib import Path
 import numpy as np
 
 from prolas.errors import GrammarError
-from prolas.expr import BASE_KERNELS, Base, Expression
+from prolas.expr import BASE_KERNELS, Base, Change, Expression
 
-__all__ = ["Grammar", "OPERATIONS", "STOP", "GRAMMARS_DIR", "Sequence"]
+__all__ = [
+    "Grammar",
+    "OPERATIONS",
+    "ALL_OPERATIONS",
+    "CHANGE_OPERATIONS",
+    "STOP",
+    "GRAMMARS_DIR",
+    "Sequence",
+    "sequence_expression",
+]
 
 STOP = "stop"
-#: Operation tokens in encoding order.
+#: The operation tokens every grammar encodes, in encoding order (a grammar without
+#: change operations has exactly these; :attr:`Grammar.operations` is the general case).
 OPERATIONS: tuple[str, ...] = ("+", "*", STOP)
+#: Change operations: ``CP`` is S <- CP(S, K), ``CW`` is S <- CW(S, K).
+CHANGE_OPERATIONS: tuple[str, ...] = ("CP", "CW")
+#: Every operation token a grammar file may list, in encoding order (stop last).
+ALL_OPERATIONS: tuple[str, ...] = ("+", "*", *CHANGE_OPERATIONS, STOP)
 Sequence = tuple[str, ...]
+
+
+def _apply(op: str, s: Expression, k: Expression) -> Expression:
+    """One grammar step ``S <- S op K``."""
+    if op == "+":
+        return s + k
+    if op == "*":
+        return s * k
+    if op in CHANGE_OPERATIONS:
+        return Change(op, s, k)
+    raise GrammarError(f"unknown operation {op!r}")
+
+
+@functools.lru_cache(maxsize=200_000)
+def sequence_expression(seq: Sequence) -> Expression:
+    """The expression of a token sequence: ``S <- K1``, then ``S <- S op K`` left to right
+    (``+``, ``*``, ``CP``: CP(S, K), ``CW``: CW(S, K)); a trailing ``stop`` ends it.
+
+    Built with the expression operators, so equality, hashing and printing use the
+    canonical form. Cached (decoding calls this a lot); the sequence is not validated
+    against a grammar (see :meth:`Grammar.validate_sequence`).
+
+    >>> str(sequence_expression(("SE", "+", "PER", "*", "LIN", "stop")))
+    'LIN*PER + LIN*SE'
+    >>> str(sequence_expression(("SE", "CP", "LIN", "*", "PER")))
+    'CP(PER*SE, LIN*PER)'
+    """
+    seq = tuple(seq)
+    if not seq:
+        raise GrammarError("empty sequence")
+    expr: Expression = Base(seq[0])
+    for op, k in zip(seq[1::2], seq[2::2], strict=False):
+        if op == STOP:
+            break
+        expr = _apply(op, expr, Base(k))
+    return expr
+
+
+def _encoding_operations(probs: dict[str, float]) -> tuple[str, ...]:
+    """Operation tokens of a grammar in encoding order: ``+``, ``*`` and ``stop`` always,
+    a change operation only if it has positive probability."""
+    return tuple(o for o in ALL_OPERATIONS if o in OPERATIONS or probs.get(o, 0.0) > 0)
 
 
 def _grammars_dir() -> Path:
@@ -66,8 +133,11 @@ class Grammar:
         name: grammar name (from the file).
         base_kernels: kernel names in encoding order (as listed in the file).
         p_base: normalised prior over ``base_kernels``, shape ``(|B|,)``.
-        p_op: normalised prior over :data:`OPERATIONS`, shape ``(3,)``.
-        max_operations: N_max, the largest number of ``+``/``*`` in a sequence.
+        p_op: normalised prior over ``operations``, shape ``(|O|,)``.
+        max_operations: N_max, the largest number of operations (``+``, ``*``, ``CP``,
+            ``CW``) in a sequence.
+        operations: operation tokens in encoding order: ``("+", "*", "stop")``, with
+            ``"CP"``/``"CW"`` before ``stop`` when the grammar uses them.
     """
 
     name: str
@@ -76,6 +146,15 @@ class Grammar:
     p_op: tuple[float, ...]
     max_operations: int
     source: str = "<memory>"
+    operations: tuple[str, ...] = OPERATIONS
+
+    def __post_init__(self) -> None:
+        ops = tuple(self.operations)
+        if ops != _encoding_operations(dict.fromkeys(ops, 1.0)) or len(ops) != len(self.p_op):
+            raise GrammarError(
+                f"grammar {self.source}: operations {ops} must be {OPERATIONS} plus any of "
+                f"{CHANGE_OPERATIONS} before stop, one probability each"
+            )
 
     # --- construction --------------------------------------------------------------
     @classmethod
@@ -109,7 +188,7 @@ class Grammar:
                 raise fail(key, "missing or empty table")
             out = {}
             for k, v in table.items():
-                kk = k if key == "operations" else k.upper()
+                kk = k.upper() if key != "operations" or k.upper() in CHANGE_OPERATIONS else k
                 if kk not in allowed:
                     raise fail(f"{key}.{k}", f"unknown name; allowed: {', '.join(allowed)}")
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -125,7 +204,7 @@ class Grammar:
             return out
 
         base = probs("base_kernels", tuple(BASE_KERNELS), ())
-        ops = probs("operations", OPERATIONS, (STOP,))
+        ops = probs("operations", ALL_OPERATIONS, (STOP,))
         if ops[STOP] <= 0:
             raise fail("operations.stop", "must be > 0 (or every sequence runs to N_max)")
         names = tuple(k for k, v in base.items() if v > 0)
@@ -133,13 +212,15 @@ class Grammar:
             raise fail("base_kernels", "no kernel has positive probability")
         zb = sum(base[k] for k in names)
         zo = sum(ops.values())
+        operations = _encoding_operations(ops)
         return cls(
             name=name,
             base_kernels=names,
             p_base=tuple(base[k] / zb for k in names),
-            p_op=tuple(ops.get(o, 0.0) / zo for o in OPERATIONS),
+            p_op=tuple(ops.get(o, 0.0) / zo for o in operations),
             max_operations=n_max,
             source=str(source),
+            operations=operations,
         )
 
     @classmethod
@@ -164,13 +245,25 @@ class Grammar:
         """The paper's grammar: SE, LIN, PER, RQ; +, *, stop; uniform; N_max = 5."""
         return cls.from_file(GRAMMARS_DIR / "default.toml")
 
+    @property
+    def has_change(self) -> bool:
+        """Whether the grammar can emit a change operation."""
+        return any(o in CHANGE_OPERATIONS for o in self.operations)
+
+    @property
+    def stop_index(self) -> int:
+        """Index of ``stop`` in :attr:`operations` (the last one)."""
+        return self.operations.index(STOP)
+
     # --- identity ----------------------------------------------------------------------
     def to_dict(self) -> dict:
+        """The normalised grammar (what :attr:`content_hash` hashes). Operations are listed
+        in :attr:`operations` (so a grammar without change operations hashes as before)."""
         return {
             "name": self.name,
             "max_operations": self.max_operations,
             "base_kernels": dict(zip(self.base_kernels, self.p_base)),
-            "operations": dict(zip(OPERATIONS, self.p_op)),
+            "operations": dict(zip(self.operations, self.p_op)),
         }
 
     @property
@@ -188,7 +281,7 @@ class Grammar:
             seq.append(self.base_kernels[rng.choice(len(self.base_kernels), p=self.p_base)])
             if n_ops == self.max_operations:
                 return tuple(seq)
-            op = OPERATIONS[rng.choice(len(OPERATIONS), p=self.p_op)]
+            op = self.operations[rng.choice(len(self.operations), p=self.p_op)]
             seq.append(op)
             if op == STOP:
                 return tuple(seq)
@@ -212,8 +305,11 @@ class Grammar:
             if k not in self.base_kernels:
                 raise GrammarError(f"sequence {seq}: kernel {k!r} not in grammar {self.name}")
         for i, op in enumerate(ops):
-            if op not in OPERATIONS:
-                raise GrammarError(f"sequence {seq}: unknown operation {op!r}")
+            if op not in self.operations:
+                raise GrammarError(
+                    f"sequence {seq}: operation {op!r} not in grammar {self.name} "
+                    f"({', '.join(self.operations)})"
+                )
             if op == STOP and i != len(ops) - 1:
                 raise GrammarError(f"sequence {seq}: tokens after stop")
         n_ops = sum(op != STOP for op in ops)
@@ -232,20 +328,14 @@ class Grammar:
             )
 
     def to_expression(self, seq: Sequence) -> Expression:
-        """Apply the sequence left to right, S <- S op K; canonical on comparison."""
-        expr: Expression = Base(seq[0])
-        for op, k in zip(seq[1::2], seq[2::2]):
-            if op == "+":
-                expr = expr + Base(k)
-            elif op == "*":
-                expr = expr * Base(k)
-        return expr
+        """Apply the sequence left to right, S <- S op K (:func:`sequence_expression`)."""
+        return sequence_expression(tuple(seq))
 
     def log_prob(self, seq: Sequence) -> float:
         """Exact log-probability of a token sequence under the grammar."""
         self.validate_sequence(seq)
         pb = dict(zip(self.base_kernels, self.p_base))
-        po = dict(zip(OPERATIONS, self.p_op))
+        po = dict(zip(self.operations, self.p_op))
         lp = sum(math.log(pb[k]) for k in seq[0::2])
         for op in seq[1::2]:
             if po[op] == 0:
@@ -256,7 +346,7 @@ class Grammar:
     def enumerate_sequences(self, max_operations: int | None = None) -> list[Sequence]:
         """Every sequence with at most ``max_operations`` operations (small grammars only)."""
         n_max = self.max_operations if max_operations is None else max_operations
-        ops = tuple(o for o, p in zip(OPERATIONS, self.p_op) if p > 0 and o != STOP)
+        ops = tuple(o for o, p in zip(self.operations, self.p_op) if p > 0 and o != STOP)
         out: list[Sequence] = []
 
         def rec(prefix: tuple[str, ...], n_ops: int) -> None:
