@@ -5,11 +5,13 @@
     K1, O1, K2, O2, ..., K_Nmax, O_Nmax, K_{Nmax+1}
 
 Kernel slots ``K_j`` are one-hot over ``grammar.base_kernels`` (size |B|); operation
-slots ``O_j`` are one-hot over ``("+", "*", "stop")`` (size 3). After a ``stop`` all later
-slots are zero; after ``K_{Nmax+1}`` the stop is implicit (N_max operations reached).
-Length
+slots ``O_j`` are one-hot over ``grammar.operations`` (size |O|: ``("+", "*", "stop")``,
+or ``("+", "*", "CP", "CW", "stop")`` for a grammar with change operations). After a
+``stop`` all later slots are zero; after ``K_{Nmax+1}`` the stop is implicit (N_max
+operations reached). Length
 
-    L = (N_max + 1) |B| + 3 N_max        (39 for the default grammar: 6*4 + 5*3)
+    L = (N_max + 1) |B| + |O| N_max      (39 for the default grammar: 6*4 + 5*3;
+                                          55 for grammars/change.toml: 6*5 + 5*5)
 
 The paper writes (N_max + 1)|B| + (N_max - 1)|O| for r (and counts the r_d part
 separately); we keep one operation slot after every kernel but the last, so an
@@ -37,10 +39,26 @@ The hyperparameters are fixed relative to the x span, on u = (x - min x) / span 
     LIN  offset 0 (the left end of x)    (a trend through the first point)
     PER  period 0.25, lengthscale 1      (four cycles over the span)
     RQ   lengthscale 0.1, alpha 0.5      (same scale as SE, heavy multi-scale tails)
+    C    (none)                          (the all-ones matrix)
 
 Each base matrix is normalised by its mean diagonal first, a product term is the
 element-wise product of its normalised factors, an expression is the sum of its terms
-(all term variances 1), normalised again. With fixed hyperparameters everything reduces to
+(all term variances 1), normalised again.
+
+A change operator contributes its transition factors (:attr:`Expression.terms`:
+``CP_BEFORE`` = (1 - σ(u))(1 - σ(u')), ``CP_AFTER`` = σ(u)σ(u'), ``CW_OUTSIDE``,
+``CW_INSIDE`` with u(x) = σ₁(1 - σ₂), DESIGN.md) to the terms on its sides, at fixed
+span-relative defaults (:data:`RD_CHANGE_HYPERPARAMETERS`):
+
+    CP   location 0.5, width 0.05        (mid-range; 12 % -> 88 % over a fifth of the span)
+    CW   start 0.25, end 0.75, width 0.05 (the middle half of the span)
+
+The location is where a change is a priori most identifiable (both sides hold half the
+data); the width is moderate: sharp enough that A and B dominate their halves, smooth
+enough that the transition covers several inputs of a 128-point grid. The CW window is
+centred too, so CP(A, B) and CW(A, B) differ (B on the right half against B in the
+middle). The factors are not normalised (they are weights in [0, 1], as in the model);
+nested change operators all use the same defaults. With fixed hyperparameters everything reduces to
 inner products between the distinct product terms, so the features of thousands of
 expressions cost one Gram matrix of the distinct terms (10 000 expressions on 144 inputs
 take well under a second; see ``benchmarks/VAE.md``). More than ``MAX_RD_INPUTS`` = 256
@@ -56,24 +74,26 @@ inputs are subsampled deterministically (evenly spaced ranks of sorted x).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from collections.abc import Sequence as SequenceABC
 
 import numpy as np
 import torch
+from scipy.special import expit
 
 from prolas.errors import GrammarError
-from prolas.expr import Expression, Term, from_terms
-from prolas.grammar import OPERATIONS, STOP, Grammar, Sequence
+from prolas.expr import CHANGE_FACTORS, Expression, factor_kernel
+from prolas.grammar import Grammar, Sequence, sequence_expression
 
 __all__ = [
     "GrammarEncoding",
     "RD_HYPERPARAMETERS",
+    "RD_CHANGE_HYPERPARAMETERS",
     "MAX_RD_INPUTS",
     "sequence_to_expression",
     "rd_inputs",
     "base_kernel_matrices",
+    "change_factor_matrices",
     "distance_features",
     "represent",
     "canonical_grid",
@@ -85,29 +105,19 @@ RD_HYPERPARAMETERS: dict[str, dict[str, float]] = {
     "LIN": {"offset": 0.0},
     "PER": {"lengthscale": 1.0, "period": 0.25},
     "RQ": {"lengthscale": 0.1, "alpha": 0.5},
+    "C": {},
+}
+#: Fixed r_d parameters of the change operators' transition factors, in span units.
+RD_CHANGE_HYPERPARAMETERS: dict[str, dict[str, float]] = {
+    "CP": {"location": 0.5, "width": 0.05},
+    "CW": {"start": 0.25, "end": 0.75, "width": 0.05},
 }
 #: r_d is computed on at most this many inputs.
 MAX_RD_INPUTS = 256
 
-_STOP_INDEX = OPERATIONS.index(STOP)
-
-
-@functools.lru_cache(maxsize=200_000)
-def sequence_to_expression(seq: Sequence) -> Expression:
-    """Apply a token sequence left to right, S <- S op K (as :meth:`Grammar.to_expression`),
-    returning the canonical expression (cached: decoding calls this a lot)."""
-    terms: list[tuple[str, ...]] = [(seq[0],)]
-    for op, k in zip(seq[1::2], seq[2::2], strict=False):
-        if op == "+":
-            terms.append((k,))
-        elif op == "*":
-            terms = [t + (k,) for t in terms]
-    return _expression_of_terms(tuple(sorted({tuple(sorted(t)) for t in terms})))
-
-
-@functools.lru_cache(maxsize=200_000)
-def _expression_of_terms(terms: tuple[tuple[str, ...], ...]) -> Expression:
-    return from_terms(terms)
+#: A token sequence's expression (one function for the whole package:
+#: :func:`prolas.grammar.sequence_expression`; this name is kept for its callers).
+sequence_to_expression = sequence_expression
 
 
 class GrammarEncoding:
@@ -115,16 +125,19 @@ class GrammarEncoding:
 
     Attributes:
         grammar: the grammar.
-        n_kernels: |B|.  n_max: N_max.
-        length: L = (N_max + 1)|B| + 3 N_max.
+        n_kernels: |B|.  n_max: N_max.  n_ops: |O| (``grammar.operations``).
+        length: L = (N_max + 1)|B| + |O| N_max.
         slots: ``[(kind, offset, size)]`` in layout order, kind "kernel" or "op".
+        stop_index: index of ``stop`` among the operation tokens.
     """
 
     def __init__(self, grammar: Grammar) -> None:
         self.grammar = grammar
         self.n_kernels = len(grammar.base_kernels)
         self.n_max = grammar.max_operations
-        self.n_ops = len(OPERATIONS)
+        self.operations = tuple(grammar.operations)
+        self.n_ops = len(self.operations)
+        self.stop_index = grammar.stop_index
         slots: list[tuple[str, int, int]] = []
         offset = 0
         for j in range(self.n_max + 1):
@@ -136,8 +149,8 @@ class GrammarEncoding:
         self.slots = slots
         self.length = offset
         self._kernel_index = {k: i for i, k in enumerate(grammar.base_kernels)}
-        self._op_index = {o: i for i, o in enumerate(OPERATIONS)}
-        # Column indices of every kernel slot (N_max+1, |B|) and op slot (N_max, 3).
+        self._op_index = {o: i for i, o in enumerate(self.operations)}
+        # Column indices of every kernel slot (N_max+1, |B|) and op slot (N_max, |O|).
         self.kernel_columns = np.array(
             [[o + i for i in range(s)] for k, o, s in slots if k == "kernel"]
         )
@@ -154,7 +167,7 @@ class GrammarEncoding:
             "slots": [[k, o, s] for k, o, s in self.slots],
             "length": self.length,
             "kernel_tokens": list(self.grammar.base_kernels),
-            "op_tokens": list(OPERATIONS),
+            "op_tokens": list(self.operations),
             "max_operations": self.n_max,
         }
 
@@ -196,7 +209,7 @@ class GrammarEncoding:
 
     # --- decode --------------------------------------------------------------------
     def _sanitise(self, scores: torch.Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Split ``(b, L)`` scores into kernel ``(b, N+1, |B|)`` and op ``(b, N, 3)`` arrays
+        """Split ``(b, L)`` scores into kernel ``(b, N+1, |B|)`` and op ``(b, N, |O|)`` arrays
         with NaN -> -inf, +inf -> 1e300, zero-prior tokens masked (-inf), and slots whose
         allowed scores are all -inf replaced by the log prior of that slot."""
         if isinstance(scores, torch.Tensor):
@@ -244,7 +257,7 @@ class GrammarEncoding:
         k_idx = np.argmax(kern, axis=2)  # (b, N+1)
         if method == "greedy":
             o_idx = np.argmax(ops, axis=2)  # (b, N)
-            is_stop = o_idx == _STOP_INDEX
+            is_stop = o_idx == self.stop_index
             has_stop = is_stop.any(axis=1)
             first = np.where(has_stop, np.argmax(is_stop, axis=1), self.n_max)
         elif method == "mode":
@@ -252,10 +265,10 @@ class GrammarEncoding:
             lo = _log_softmax(ops)
             k_best = lk.max(axis=2)  # (b, N+1)
             cont = lo.copy()
-            cont[:, :, _STOP_INDEX] = -np.inf
+            cont[:, :, self.stop_index] = -np.inf
             o_cont_idx = np.argmax(cont, axis=2)
             c_best = cont.max(axis=2)  # (b, N)
-            stop = lo[:, :, _STOP_INDEX]  # (b, N)
+            stop = lo[:, :, self.stop_index]  # (b, N)
             k_cum = np.cumsum(k_best, axis=1)  # sum of kernels 1..j
             c_cum = np.concatenate([np.zeros((b, 1)), np.cumsum(c_best, axis=1)], axis=1)
             # option j (0-based, j < N): kernels 0..j, non-stop ops 0..j-1, stop at op j.
@@ -267,7 +280,7 @@ class GrammarEncoding:
             first = np.argmax(total, axis=1)  # ties -> the shortest sequence
             o_idx = o_cont_idx.copy()
             rows = np.nonzero(first < self.n_max)[0]
-            o_idx[rows, first[rows]] = _STOP_INDEX
+            o_idx[rows, first[rows]] = self.stop_index
         else:
             raise ValueError(f"unknown decode method {method!r}; use 'greedy' or 'mode'")
         return k_idx, o_idx, first + 1
@@ -285,7 +298,7 @@ class GrammarEncoding:
             for j in range(n):
                 seq.append(kernels[k_idx[row, j]])
                 if j < self.n_max:
-                    seq.append(OPERATIONS[o_idx[row, j]])
+                    seq.append(self.operations[o_idx[row, j]])
             out.append(tuple(seq))
         return out
 
@@ -329,6 +342,8 @@ def base_kernel_matrices(x: np.ndarray, names: SequenceABC[str]) -> dict[str, np
         h = RD_HYPERPARAMETERS[name]
         if name == "SE":
             k = np.exp(-(d**2) / (2 * h["lengthscale"] ** 2))
+        elif name == "C":
+            k = np.ones_like(d)
         elif name == "LIN":
             k = np.outer(u - h["offset"], u - h["offset"])
         elif name == "PER":
@@ -339,6 +354,25 @@ def base_kernel_matrices(x: np.ndarray, names: SequenceABC[str]) -> dict[str, np
         mean_diag = float(np.mean(np.diag(k)))
         out[name] = k / (mean_diag if mean_diag > 0 else 1.0)
     return out
+
+
+def change_factor_matrices(x: np.ndarray) -> dict[str, np.ndarray]:
+    """The change operators' transition factors at :data:`RD_CHANGE_HYPERPARAMETERS` on
+    u = (x - min)/span, not normalised: ``{"CP_BEFORE": (n, n), "CP_AFTER", "CW_OUTSIDE",
+    "CW_INSIDE"}`` float64 (DESIGN.md: (1 - σ(x))(1 - σ(x')), σ(x)σ(x'), (1 - u)(1 - u'),
+    u u' with u = σ₁(1 - σ₂))."""
+    x = np.asarray(x, dtype=np.float64)
+    span = float(x.max() - x.min())
+    u = (x - x.min()) / (span if span > 0 else 1.0)
+    cp, cw = RD_CHANGE_HYPERPARAMETERS["CP"], RD_CHANGE_HYPERPARAMETERS["CW"]
+    after = expit((u - cp["location"]) / cp["width"])
+    inside = expit((u - cw["start"]) / cw["width"]) * (1.0 - expit((u - cw["end"]) / cw["width"]))
+    return {
+        "CP_BEFORE": np.outer(1.0 - after, 1.0 - after),
+        "CP_AFTER": np.outer(after, after),
+        "CW_OUTSIDE": np.outer(1.0 - inside, 1.0 - inside),
+        "CW_INSIDE": np.outer(inside, inside),
+    }
 
 
 def _as_expression(item: Expression | Sequence) -> Expression:
@@ -356,7 +390,8 @@ def distance_features(
 
     Columns follow ``base_kernels`` (default: SE, LIN, PER, RQ, the default grammar's
     order; pass ``grammar.base_kernels`` for another grammar). Computed on
-    :func:`rd_inputs` (x) at the fixed :data:`RD_HYPERPARAMETERS`.
+    :func:`rd_inputs` (x) at the fixed :data:`RD_HYPERPARAMETERS`; a change operator's
+    factors (in the expanded :attr:`Expression.terms`) at :data:`RD_CHANGE_HYPERPARAMETERS`.
 
     With normalised base matrices B_b, term matrices T_t (element-wise products of their
     factors' B) and expression E = sum_t T_t, s = mean diag(E) = sum_t m_t:
@@ -366,20 +401,26 @@ def distance_features(
     so one Gram matrix of the distinct terms serves every expression.
     """
     exprs = [_as_expression(it) for it in items]
-    base_kernels = tuple(RD_HYPERPARAMETERS if base_kernels is None else base_kernels)
+    base_kernels = ("SE", "LIN", "PER", "RQ") if base_kernels is None else tuple(base_kernels)
     xr = rd_inputs(x)
     n = xr.size
     if not exprs:
         return np.zeros((0, len(base_kernels)))
     # de-duplicate by canonical expression
-    uniq: dict[tuple[Term, ...], int] = {}
+    uniq: dict[tuple[tuple[str, ...], ...], int] = {}
     inverse = np.array([uniq.setdefault(e.terms, len(uniq)) for e in exprs])
-    all_terms: dict[Term, int] = {}
+    # an expanded term's matrix depends on its factor kinds only ("CP_AFTER:0" -> "CP_AFTER")
+    all_terms: dict[tuple[str, ...], int] = {}
+    term_kinds: dict[tuple[str, ...], tuple[str, ...]] = {}
     for terms in uniq:
         for t in terms:
-            all_terms.setdefault(t, len(all_terms))
-    factor_names = sorted({f for t in all_terms for f in t} | set(base_kernels))
-    bases = base_kernel_matrices(xr, factor_names)
+            if t not in term_kinds:
+                term_kinds[t] = tuple(sorted(factor_kernel(f) for f in t))
+            all_terms.setdefault(term_kinds[t], len(all_terms))
+    kinds = {f for t in all_terms for f in t}
+    bases = base_kernel_matrices(xr, sorted((kinds - set(CHANGE_FACTORS)) | set(base_kernels)))
+    if kinds & set(CHANGE_FACTORS):
+        bases.update(change_factor_matrices(xr))
     term_mats = np.empty((len(all_terms), n * n))
     for t, i in all_terms.items():
         m = bases[t[0]].copy()
@@ -395,7 +436,8 @@ def distance_features(
     term_mean_diag = term_mats[:, diag_idx].mean(axis=1)  # (T,)
     incidence = np.zeros((len(uniq), len(all_terms)))
     for terms, row in uniq.items():
-        incidence[row, [all_terms[t] for t in terms]] = 1.0
+        for t in terms:  # += : two expanded terms may share their factor kinds
+            incidence[row, all_terms[term_kinds[t]]] += 1.0
     s = incidence @ term_mean_diag  # (U,)
     quad = np.einsum("ut,ut->u", incidence @ gram, incidence)
     lin = incidence @ cross  # (U, |B|)

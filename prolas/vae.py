@@ -45,6 +45,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from prolas.encoding import (
+    RD_CHANGE_HYPERPARAMETERS,
     RD_HYPERPARAMETERS,
     GrammarEncoding,
     canonical_grid,
@@ -138,7 +139,7 @@ class KGVAE(nn.Module):
     Args:
         rg_length: L.  rd_length: |B|.  latent_dim: d.  hidden: encoder widths.
         kernel_columns: ``(N+1) x |B|`` column indices of the kernel slots in r_g.
-        op_columns: ``N x 3`` column indices of the op slots.
+        op_columns: ``N x |O|`` column indices of the op slots.
         log_p_base, log_p_op: log priors (``-inf`` = never emitted, masked).
     """
 
@@ -181,7 +182,7 @@ class KGVAE(nn.Module):
         return out[..., : self.rg_length], out[..., self.rg_length :]
 
     def slot_log_probs(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-slot log-softmax with masked tokens: ``batch x (N+1) x |B|``, ``batch x N x 3``."""
+        """Per-slot log-softmax with masked tokens: ``batch x (N+1) x |B|``, ``batch x N x |O|``."""
         k = logits[:, self.kernel_columns] + self.kernel_mask.to(logits.dtype)
         o = logits[:, self.op_columns] + self.op_mask.to(logits.dtype)
         return torch.log_softmax(k, dim=-1), torch.log_softmax(o, dim=-1)
@@ -319,7 +320,7 @@ def tokens_to_sequences(tokens: np.ndarray, grammar: Grammar) -> list[Sequence]:
         for j, t in enumerate(row):
             if t < 0:
                 break
-            seq.append(grammar.base_kernels[t] if j % 2 == 0 else OPERATIONS[t])
+            seq.append(grammar.base_kernels[t] if j % 2 == 0 else grammar.operations[t])
         out.append(tuple(seq))
     return out
 
@@ -560,7 +561,7 @@ def save_checkpoint(trained: TrainedVAE, path: str | Path) -> tuple[Path, Path]:
             "hash": g.content_hash,
             "content": g.to_dict(),
             "base_kernels": list(g.base_kernels),
-            "operations": list(OPERATIONS),
+            "operations": list(g.operations),
             "max_operations": g.max_operations,
         },
         "encoding": {
@@ -568,6 +569,7 @@ def save_checkpoint(trained: TrainedVAE, path: str | Path) -> tuple[Path, Path]:
             "rd": {
                 "base_kernels": list(g.base_kernels),
                 "hyperparameters": {k: RD_HYPERPARAMETERS[k] for k in g.base_kernels},
+                **_change_rd_meta(g),
                 "inputs": [float(v) for v in trained.rd_x],
                 "mean": [float(v) for v in trained.rd_mean],
                 "std": [float(v) for v in trained.rd_std],
@@ -587,6 +589,13 @@ def save_checkpoint(trained: TrainedVAE, path: str | Path) -> tuple[Path, Path]:
     js.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     trained.metadata.update({k: meta[k] for k in ("name", "weights_sha256", "grammar")})
     return pt, js
+
+
+def _change_rd_meta(grammar: Grammar) -> dict:
+    """The change operators' r_d defaults, recorded only for a grammar that uses them (so
+    the metadata of a grammar without change operations is what it was before)."""
+    ops = [o for o in grammar.operations if o in RD_CHANGE_HYPERPARAMETERS]
+    return {"change_hyperparameters": {o: RD_CHANGE_HYPERPARAMETERS[o] for o in ops}} if ops else {}
 
 
 def _resolve(name_or_path: str | Path) -> Path:
@@ -637,20 +646,22 @@ def load_checkpoint(
     try:
         gmeta = meta["grammar"]
         content = gmeta["content"]
+        operations = tuple(gmeta.get("operations", OPERATIONS))
         stored = Grammar(
             name=content["name"],
             base_kernels=tuple(content["base_kernels"]),
             p_base=tuple(float(v) for v in content["base_kernels"].values()),
-            p_op=tuple(float(content["operations"][o]) for o in OPERATIONS),
+            p_op=tuple(float(content["operations"][o]) for o in operations),
             max_operations=int(content["max_operations"]),
             source=str(js),
+            operations=operations,
         )
         rd_meta = meta["encoding"]["rd"]
         rg_layout = meta["encoding"]["rg"]
         latent_dim = int(meta["model"]["latent_dim"])
         hidden = tuple(int(h) for h in meta["model"]["hidden"])
         cfg_dict = dict(meta.get("training", {}).get("config", {}))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, GrammarError) as exc:
         raise CheckpointError(f"checkpoint {js}: incomplete metadata ({exc!r})") from None
     if stored.content_hash != gmeta.get("hash"):
         raise CheckpointError(f"checkpoint {js}: grammar content does not match its hash")
@@ -665,9 +676,13 @@ def load_checkpoint(
     enc = GrammarEncoding(stored)
     if rg_layout != enc.layout():
         raise CheckpointError(f"checkpoint {js}: r_g encoding layout does not match this prolas")
-    if rd_meta.get("base_kernels") != list(stored.base_kernels) or rd_meta.get(
-        "hyperparameters"
-    ) != {k: RD_HYPERPARAMETERS.get(k) for k in stored.base_kernels}:
+    if (
+        rd_meta.get("base_kernels") != list(stored.base_kernels)
+        or rd_meta.get("hyperparameters")
+        != {k: RD_HYPERPARAMETERS.get(k) for k in stored.base_kernels}
+        or rd_meta.get("change_hyperparameters")
+        != _change_rd_meta(stored).get("change_hyperparameters")
+    ):
         raise CheckpointError(f"checkpoint {js}: r_d encoding does not match this prolas")
     if not pt.is_file():
         raise CheckpointError(f"checkpoint weights missing: {pt}")
