@@ -359,9 +359,10 @@ def size_trend(sizes: list[int], targets: list[float]) -> tuple[float, float]:
 def sequence_edits(seq: tuple[str, ...], grammar) -> list[tuple[str, ...]]:
     """Grammar-local neighbours of a token sequence (valid sequences of ``grammar``):
 
-    * append ``op B`` (S -> S + B, S -> S * B: CKS's expansions),
+    * append ``op B`` (S -> S + B, S -> S * B: CKS's expansions; S -> CP(S, B) and
+      CW(S, B) in a grammar with change operations),
     * replace one kernel token by another base kernel (CKS's B -> B'),
-    * swap one operation (+ <-> *),
+    * swap one operation (+ <-> *, or any other operation of the grammar),
     * drop the last ``op K`` pair.
 
     >>> from prolas.grammar import Grammar
@@ -373,7 +374,7 @@ def sequence_edits(seq: tuple[str, ...], grammar) -> list[tuple[str, ...]]:
 
     core = list(seq[:-1] if seq and seq[-1] == STOP else seq)
     kernels = [k for k, p in zip(grammar.base_kernels, grammar.p_base) if p > 0]
-    ops = [o for o, p in zip(("+", "*"), grammar.p_op[:2]) if p > 0]
+    ops = [o for o, p in zip(grammar.operations, grammar.p_op) if o != STOP and p > 0]
     n_ops = len(core) // 2
     cands: list[list[str]] = []
     if n_ops < grammar.max_operations:

@@ -8,8 +8,9 @@ canonical expressions are not excluded (already evaluated), best first:
   sequences plus grammar samples), repeatedly pick ``n_mutations`` parents with
   probability increasing in their acquisition value (softmax of the standardised
   value), mutate each (:func:`mutate`: add a term, multiply by a base, replace a
-  base, remove a term/factor, swap an operator), score the mutants, add them to
-  the pool.
+  base, remove a term/factor, swap an operator and, in a grammar with change
+  operations, put the expression before a change to a base, S -> CP(S, B) / CW(S, B)),
+  score the mutants, add them to the pool.
 * ``"local"`` — SMAC-style local search (Lévesque et al. eq. 6-7): from the
   ``n_starts`` best pool members and as many grammar samples, move to the best
   one-slot neighbour (:func:`neighbours`) while that improves the acquisition.
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from prolas.errors import GrammarError
-from prolas.grammar import OPERATIONS, STOP, Grammar
+from prolas.grammar import CHANGE_OPERATIONS, STOP, Grammar
 from prolas.grammar import Sequence as GSeq
 from prolas.surrogates.space import build_sequence, sequence_kernels_ops
 
@@ -40,13 +41,20 @@ __all__ = [
 
 ACQ_OPTIMISERS: tuple[str, ...] = ("ea", "local", "random")
 MUTATIONS: tuple[str, ...] = ("add_term", "multiply_base", "replace_base", "remove", "swap_op")
+#: The extra mutation of a grammar with change operations: S -> CP(S, B) or CW(S, B).
+CHANGE_MUTATIONS: tuple[str, ...] = ("add_change",)
 
 Acquisition = Callable[[list[GSeq]], np.ndarray]
 
 
 def _ops(grammar: Grammar) -> list[str]:
     """Binary operations the grammar can emit."""
-    return [o for o, p in zip(OPERATIONS, grammar.p_op) if o != STOP and p > 0]
+    return [o for o, p in zip(grammar.operations, grammar.p_op) if o != STOP and p > 0]
+
+
+def mutations(grammar: Grammar) -> tuple[str, ...]:
+    """The mutation kinds that apply to ``grammar`` (``add_change`` only with change ops)."""
+    return MUTATIONS + CHANGE_MUTATIONS if grammar.has_change else MUTATIONS
 
 
 def _apply(seq: GSeq, kind: str, grammar: Grammar, rng: np.random.Generator) -> GSeq | None:
@@ -59,6 +67,12 @@ def _apply(seq: GSeq, kind: str, grammar: Grammar, rng: np.random.Generator) -> 
         if len(ops) >= n_max or "+" not in allowed:
             return None
         kernels, ops = kernels + [bases[rng.integers(len(bases))]], ops + ["+"]
+    elif kind == "add_change":  # S -> CP(S, B) or CW(S, B)
+        changes = [o for o in allowed if o in CHANGE_OPERATIONS]
+        if len(ops) >= n_max or not changes:
+            return None
+        op = changes[rng.integers(len(changes))]
+        kernels, ops = kernels + [bases[rng.integers(len(bases))]], ops + [op]
     elif kind == "multiply_base":  # a prefix S_j -> S_j * B (j = whole expression included)
         if len(ops) >= n_max or "*" not in allowed:
             return None
@@ -82,19 +96,23 @@ def _apply(seq: GSeq, kind: str, grammar: Grammar, rng: np.random.Generator) -> 
         if not ops or len(allowed) < 2:
             return None
         j = int(rng.integers(len(ops)))
+        others = [o for o in allowed if o != ops[j]]
         ops = ops.copy()
-        ops[j] = "*" if ops[j] == "+" else "+"
+        # + <-> * (no draw when only one other operation is allowed, as before change ops)
+        ops[j] = others[0] if len(others) == 1 else others[rng.integers(len(others))]
     else:
-        raise ValueError(f"unknown mutation {kind!r}; choose from {MUTATIONS}")
+        raise ValueError(f"unknown mutation {kind!r}; choose from {MUTATIONS + CHANGE_MUTATIONS}")
     out = build_sequence(kernels, ops, n_max)
     grammar.validate_sequence(out)
     return out
 
 
 def mutate(
-    seq: GSeq, grammar: Grammar, rng: np.random.Generator, kinds: Sequence[str] = MUTATIONS
+    seq: GSeq, grammar: Grammar, rng: np.random.Generator, kinds: Sequence[str] | None = None
 ) -> GSeq:
-    """A random applicable mutation of ``seq`` (a valid sequence of ``grammar``)."""
+    """A random applicable mutation of ``seq`` (a valid sequence of ``grammar``); ``kinds``
+    defaults to :func:`mutations` (grammar)."""
+    kinds = mutations(grammar) if kinds is None else tuple(kinds)
     order = rng.permutation(len(kinds))
     for i in order:
         out = _apply(seq, kinds[int(i)], grammar, rng)
@@ -106,10 +124,10 @@ def mutate(
 def neighbours(seq: GSeq, grammar: Grammar) -> list[GSeq]:
     """All sequences that differ from ``seq`` in one slot (SMAC's one-exchange).
 
-    Kernel slots take every other base kernel; an active operation slot takes the
-    other operation or ``stop`` (truncation); the ``stop`` slot (if N_max is not
-    reached) takes ``+``/``*``, which activates the next kernel slot with each base
-    kernel in turn.
+    Kernel slots take every other base kernel; an active operation slot takes every
+    other operation of the grammar or ``stop`` (truncation); the ``stop`` slot (if N_max
+    is not reached) takes each operation (``+``, ``*``, and ``CP``/``CW`` where the
+    grammar has them), which activates the next kernel slot with each base kernel in turn.
     """
     kernels, ops = sequence_kernels_ops(seq)
     n_max = grammar.max_operations

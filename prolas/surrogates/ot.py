@@ -2,11 +2,18 @@
 
 **Expression graph.** The canonical sum-of-products of an expression is drawn as a
 DAG, like a network in OTMANN: an input node ``ip`` feeds every base-kernel leaf
-(one leaf per factor occurrence); the leaves of a product term feed a ``*`` node
-(omitted for a one-factor term); the terms feed a ``+`` node (omitted for a one-term
-expression), which feeds the output node ``op``. Layer masses: a leaf has mass
-``leaf_mass``, an operator node ``op_mass`` x its fan-in, and ``ip``/``op`` each
-``zeta`` x the total mass of the other ("processing") nodes (OTMANN's choice).
+(one leaf per factor occurrence, ``C`` included); the leaves of a product term feed a
+``*`` node (omitted for a one-factor term); the terms feed a ``+`` node (omitted for a
+one-term expression), which feeds the output node ``op``. A change operator
+``CP(A, B)`` (``CW(A, B)``) is one additive item: the graphs of its sides A and B (sums,
+built the same way, recursively) feed one side node each, labelled ``CP_BEFORE`` and
+``CP_AFTER`` (``CW_OUTSIDE``, ``CW_INSIDE``), and the two side nodes feed a ``CP``
+(``CW``) node, which takes the item's place in the enclosing sum. Layer masses: a leaf
+has mass ``leaf_mass``, an operator node (``*``, ``+``, a side, ``CP``/``CW``)
+``op_mass`` x its fan-in, and ``ip``/``op`` each ``zeta`` x the total mass of the other
+("processing") nodes (OTMANN's choice). Nodes are ordered by their longest path from
+``ip`` (stable), which for an expression without change operators is the order of the
+flat construction (leaves, products, sum): its graph and distances are unchanged.
 
 **Distance.** With Z_ij the mass matched between node i of G1 and node j of G2,
 
@@ -17,7 +24,11 @@ expression), which feeds the output node ``op``. Layer masses: a leaf has mass
     \\qquad \\sum_j Z_{ij} \\le m(i), \\; \\sum_i Z_{ij} \\le m(j),
 
 * label mismatch C_lmm(i, j) = M(label_i, label_j): cheap for similar kernels
-  (SE-RQ 0.2), dearer for others, infinite between kernels, operators and ip/op;
+  (SE-RQ 0.2), dearer for others; between operators ``+``/``*`` 0.5, ``CP``/``CW`` 0.5,
+  a change operator and ``+`` 0.5 (both add their sides), a change operator and ``*`` 1;
+  between side nodes 0.5 for the two sides of one operator and for the corresponding
+  sides of CP and CW (before ~ outside, after ~ inside), else 1; infinite between
+  kernels, operators, side nodes and ip/op;
 * non-assignment phi_nas = mass left unmatched in either graph (unit cost 1);
 * structure C_str(i, j) = (1/6) sum_{s in {sp, lp, rw}, t in {ip, op}} |delta^s_t(i) - delta^s_t(j)|
   over shortest / longest / random-walk path lengths from ``ip`` and to ``op``.
@@ -79,7 +90,7 @@ from gpytorch.constraints import Interval
 from gpytorch.kernels import Kernel
 
 from prolas.errors import NumericsWarning
-from prolas.expr import BASE_KERNELS, Expression, parse
+from prolas.expr import BASE_KERNELS, CHANGE_OPERATORS, ChangeItem, Expression, parse
 
 __all__ = [
     "OTConfig",
@@ -102,7 +113,15 @@ DEFAULT_KERNEL_COSTS: dict[tuple[str, str], float] = {
     ("LIN", "SE"): 0.9,
     ("LIN", "RQ"): 0.9,
     ("LIN", "PER"): 0.9,
+    # C is the long-lengthscale limit of SE, RQ and PER; LIN costs 1 (the default)
+    ("C", "SE"): 0.8,
+    ("C", "RQ"): 0.8,
+    ("C", "PER"): 0.9,
 }
+#: Side-node labels of the change operators, in ``CHANGE_OPERATORS`` order (A side, B side).
+CHANGE_SIDES: tuple[str, ...] = tuple(
+    side for _, sides in CHANGE_OPERATORS.values() for side in sides
+)
 
 
 @dataclass(frozen=True)
@@ -112,6 +131,10 @@ class OTConfig:
     Attributes:
         kernel_costs: M between base kernels (unordered pairs; missing pairs cost 1).
         operator_cost: M("+", "*").
+        change_cost: M("CP", "CW"); also M(A side, B side) of one operator and between
+            the corresponding sides of CP and CW (non-corresponding sides: min(1, 2x)).
+        change_sum_cost: M(change operator, "+"); M(change operator, "*") is
+            min(1, change_sum_cost + operator_cost).
         nu_str: weight of the structural penalty.
         leaf_mass, op_mass, zeta: layer masses (see module docstring).
         infinity: finite stand-in for the infinite label costs (>= 2).
@@ -121,6 +144,8 @@ class OTConfig:
         default_factory=lambda: dict(DEFAULT_KERNEL_COSTS)
     )
     operator_cost: float = 0.5
+    change_cost: float = 0.5
+    change_sum_cost: float = 0.5
     nu_str: float = 0.5
     leaf_mass: float = 1.0
     op_mass: float = 0.5
@@ -143,7 +168,7 @@ class OTConfig:
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return (*sorted(BASE_KERNELS), "+", "*", "ip", "op")
+        return (*sorted(BASE_KERNELS), "+", "*", "ip", "op", *CHANGE_OPERATORS, *CHANGE_SIDES)
 
     def label_matrix(self) -> np.ndarray:
         """M over :attr:`labels` (``L x L``), infinite entries set to ``infinity``."""
@@ -161,6 +186,26 @@ class OTConfig:
         for name in ("ip", "op"):
             q = lab.index(name)
             m[q, q] = 0.0
+        ops = list(CHANGE_OPERATORS)
+        for a in ops:
+            i = lab.index(a)
+            for b in ops:
+                m[i, lab.index(b)] = 0.0 if a == b else self.change_cost
+            m[i, p] = m[p, i] = self.change_sum_cost
+            m[i, t] = m[t, i] = min(1.0, self.change_sum_cost + self.operator_cost)
+        # sides: (operator index, side index 0 = A, 1 = B)
+        where = {
+            side: (o, s)
+            for o, (_, sides) in enumerate(CHANGE_OPERATORS.values())
+            for s, side in enumerate(sides)
+        }
+        for a, (oa, sa) in where.items():
+            for b, (ob, sb) in where.items():
+                near = (oa == ob) != (sa == sb)  # one operator's two sides, or CP/CW alike
+                cost = (
+                    0.0 if a == b else self.change_cost if near else min(1.0, 2 * self.change_cost)
+                )
+                m[lab.index(a), lab.index(b)] = cost
         return m
 
 
@@ -222,45 +267,58 @@ def _path_lengths(n: int, edges: Iterable[tuple[int, int]], src: int, dst: int) 
 
 
 def expression_graph(expr: Expression | str, config: OTConfig | None = None) -> ExpressionGraph:
-    """The OTMANN-style graph of an expression's canonical form."""
+    """The OTMANN-style graph of an expression's canonical form (change operators as
+    side nodes and an operator node; see the module docstring)."""
     config = config or OTConfig()
     expr = parse(expr) if isinstance(expr, str) else expr
     lab = config.labels
-    labels: list[int] = [lab.index("ip")]
-    masses: list[float] = [0.0]
-    edges: list[tuple[int, int]] = []
-    term_nodes: list[int] = []
-    pending: list[tuple[int, int]] = []  # (leaf, term index) edges decided later
-    for t, term in enumerate(expr.terms):
-        for f in term:
-            labels.append(lab.index(f))
-            masses.append(config.leaf_mass)
-            edges.append((0, len(labels) - 1))
-            pending.append((len(labels) - 1, t))
-    # operator nodes come after all leaves so that node order stays topological
-    term_out: list[int] = []
-    for t, term in enumerate(expr.terms):
-        leaves = [leaf for leaf, tt in pending if tt == t]
-        if len(term) == 1:
-            term_out.append(leaves[0])
-            continue
-        labels.append(lab.index("*"))
-        masses.append(config.op_mass * len(term))
-        node = len(labels) - 1
-        edges.extend((leaf, node) for leaf in leaves)
-        term_out.append(node)
-        term_nodes.append(node)
-    if len(term_out) > 1:
-        labels.append(lab.index("+"))
-        masses.append(config.op_mass * len(term_out))
-        top = len(labels) - 1
-        edges.extend((u, top) for u in term_out)
-    else:
-        top = term_out[0]
-    labels.append(lab.index("op"))
-    masses.append(0.0)
+    # nodes in construction order: (label, mass, children, depth); ip is node 0
+    nodes: list[tuple[str, float, list[int], int]] = [("ip", 0.0, [], 0)]
+
+    def add(label: str, mass: float, children: list[int]) -> int:
+        depth = 1 + max(nodes[c][3] for c in children)
+        nodes.append((label, mass, children, depth))
+        return len(nodes) - 1
+
+    def leaves(items) -> None:  # every leaf first, in term order (the flat layout)
+        for item in items:
+            if isinstance(item, ChangeItem):
+                leaves(item.a)
+                leaves(item.b)
+            else:
+                for f in item:
+                    leaf_of.append(add(f, config.leaf_mass, [0]))
+
+    def build(items) -> int:
+        outs = []
+        for item in items:
+            if isinstance(item, ChangeItem):
+                side_a, side_b = CHANGE_OPERATORS[item.op][1]
+                a = add(side_a, config.op_mass, [build(item.a)])
+                b = add(side_b, config.op_mass, [build(item.b)])
+                outs.append(add(item.op, config.op_mass * 2, [a, b]))
+                continue
+            factors = [leaf_of[next_leaf[0] + i] for i in range(len(item))]
+            next_leaf[0] += len(item)
+            if len(item) == 1:
+                outs.append(factors[0])
+            else:
+                outs.append(add("*", config.op_mass * len(item), factors))
+        if len(outs) == 1:
+            return outs[0]
+        return add("+", config.op_mass * len(outs), outs)
+
+    leaf_of: list[int] = []
+    next_leaf = [0]
+    leaves(expr.items)
+    top = build(expr.items)
+    # topological order: by longest path from ip, stable (the flat order when unchanged)
+    order = sorted(range(len(nodes)), key=lambda i: nodes[i][3])
+    new = {old: i for i, old in enumerate(order)}
+    labels = [lab.index(nodes[i][0]) for i in order] + [lab.index("op")]
+    masses = [nodes[i][1] for i in order] + [0.0]
     out = len(labels) - 1
-    edges.append((top, out))
+    edges = [(new[c], new[i]) for i in order for c in nodes[i][2]] + [(new[top], out)]
     m = np.asarray(masses, dtype=np.float64)
     processing = m[1:-1].sum()
     m[0] = m[-1] = config.zeta * processing

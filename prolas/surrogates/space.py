@@ -4,7 +4,9 @@ A grammar sequence ``K1 O1 K2 O2 ... K_{N+1}`` (N = ``max_operations``) is laid 
 as ``S = 2N + 1`` slots, the same layout as :mod:`prolas.encoding`:
 
 * kernel slot ``K_j`` (position ``2(j-1)``): categorical over ``grammar.base_kernels``;
-* operation slot ``O_j`` (position ``2j - 1``): categorical over ``("+", "*", "stop")``.
+* operation slot ``O_j`` (position ``2j - 1``): categorical over ``grammar.operations``
+  (``("+", "*", "stop")``, with ``"CP"``/``"CW"`` before ``stop`` in a grammar with
+  change operations).
 
 Slot ``s`` is **active**, delta_s(x) = true, iff no ``stop`` occurs in an earlier
 operation slot. The slots therefore form a chain DAG: the parent of ``K_{j+1}`` and
@@ -41,7 +43,7 @@ import numpy as np
 import torch
 
 from prolas.errors import GrammarError
-from prolas.grammar import OPERATIONS, STOP, Grammar, Sequence
+from prolas.grammar import STOP, Grammar, Sequence
 
 __all__ = ["Slot", "ConditionalSpace", "sequence_kernels_ops", "build_sequence"]
 
@@ -133,7 +135,8 @@ class ConditionalSpace:
                 choices = tuple(grammar.base_kernels)
                 slots.append(Slot(f"K{s // 2 + 1}", "categorical", choices, parents))
             else:
-                slots.append(Slot(f"O{(s + 1) // 2}", "categorical", OPERATIONS, parents))
+                ops = tuple(grammar.operations)
+                slots.append(Slot(f"O{(s + 1) // 2}", "categorical", ops, parents))
         slots = [
             Slot(s.name, s.kind, s.choices, s.parents, (0.0, float(max(s.n_choices - 1, 1))))
             for s in slots
