@@ -386,7 +386,7 @@ def _initial_thetas(
             starts[p.group] = _change_locations(breaks, p.group, rng, uniform(0.05, 0.8))
             theta[:, k] = starts[p.group]
         elif p.name == "end":
-            theta[:, k] = starts[p.group] + logu(0.05, 0.5)
+            theta[:, k] = starts[p.group] + np.exp(logu(0.05, 0.5))  # duration in spans
         elif p.name == "width":
             theta[:, k] = logu(0.003, 0.05)
         elif p.name == "variance":
