@@ -572,12 +572,15 @@ def inherit_theta(
                 continue
             theta[k] = p.to_theta(value)
     # change operators: the k-th CP (CW) of the child starts where the parent's k-th was
+    by_group: dict[int, tuple[str, dict[str, float]]] = {}
+    for names, term in zip(parse(parent.expression).terms, parent.terms):
+        for name, f in zip(names, term.factors):
+            if (g := factor_group(name)) is not None:
+                by_group.setdefault(g, (CHANGE_FACTORS[f.kernel], f.params))
     parent_changes: dict[str, list[dict[str, float]]] = {}
-    for term in parent.terms:
-        for f in term.factors:
-            op = CHANGE_FACTORS.get(f.kernel)
-            if op is not None and f.params not in parent_changes.setdefault(op, []):
-                parent_changes[op].append(f.params)
+    for g in sorted(by_group):
+        op, values = by_group[g]
+        parent_changes.setdefault(op, []).append(values)
     rank: dict[int, int] = {}  # group -> its rank among the child's groups of that op
     for k, p in enumerate(model.params):
         if p.group < 0:

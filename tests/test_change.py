@@ -320,3 +320,42 @@ def test_result_json_with_change_operators_validates(tmp_path) -> None:
                 f["location"] += 1.0
     with pytest.raises(ValueError, match="tied"):
         validate_result_json(doc)
+
+
+def test_cold_fit_finds_a_planted_change_window() -> None:
+    rng = np.random.default_rng(0)
+    x = np.linspace(1960.0, 1975.0, 150)
+    inside = (x > 1965.0) & (x < 1970.0)
+    ds = Dataset.from_arrays(
+        x, np.where(inside, np.sin(2 * np.pi * x), 0.0) + 0.05 * rng.normal(size=150)
+    )
+    fit = fit_gp(parse("CW(C, PER)"), ds, restarts=8)
+    assert fit.ok, fit.error
+    window = fit.terms[0].factors[0].params
+    assert abs(window["start"] - 1965.0) < 0.02 * ds.span
+    assert abs(window["end"] - 1970.0) < 0.02 * ds.span
+
+
+def test_warm_start_keeps_each_change_operator_apart() -> None:
+    """Two change-points with the same kind start where the parent's two were."""
+    from prolas.gp import inherit_theta, theta_to_natural
+
+    ds = _planted()
+    parent = fit_gp(parse("CP(CP(PER, LIN), SE)"), ds, restarts=4)
+    assert parent.ok
+    t = (ds.x - ds.x[0]) / ds.span
+    child = GramModel(parse("CP(CP(PER, LIN), SE) + C"), t, period_floor=0.01)
+    theta = inherit_theta(child, parent, np.zeros(child.size), float(ds.x[0]), float(ds.span))
+    terms, _ = theta_to_natural(child, theta, float(ds.x[0]), float(ds.span))
+    got = {
+        tuple(sorted(f.params.items())) for term in terms for f in term.factors if "CP" in f.kernel
+    }
+    want = {
+        tuple(sorted(f.params.items()))
+        for term in parent.terms
+        for f in term.factors
+        if "CP" in f.kernel
+    }
+    assert len(want) == 2
+    for a, b in zip(sorted(got), sorted(want)):
+        np.testing.assert_allclose([v for _, v in a], [v for _, v in b], rtol=1e-9)
