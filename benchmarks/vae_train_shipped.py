@@ -7,6 +7,7 @@ canonical 128-point grid on [0, 1]. Equivalent to
 
     .venv/bin/python benchmarks/vae_train_shipped.py default
     .venv/bin/python benchmarks/vae_train_shipped.py seasonal --latent-dim 16
+    .venv/bin/python benchmarks/vae_train_shipped.py change --latent-dim 16
 """
 
 from __future__ import annotations

@@ -252,3 +252,31 @@ def test_every_shipped_checkpoint_matches_its_shipped_grammar():
         assert info["heldout_reconstruction"] >= 0.95
         z = 50.0 * torch.nn.functional.normalize(torch.randn(200, trained.latent_dim), dim=1)
         _valid(trained.grammar, trained.decode_sequences(z))
+
+
+def test_shipped_change_checkpoint_reconstructs_change_expressions():
+    """The checkpoint for grammars/change.toml (CP, CW, C): same bars as the default one."""
+    info = {c["name"]: c for c in list_checkpoints()}["change"]
+    assert info["grammar"] == "change" and info["validity"] == 1.0
+    assert info["heldout_reconstruction"] >= 0.95
+    grammar = Grammar.from_file("change")
+    trained = load_checkpoint("change", grammar=grammar)
+    assert trained.grammar.operations == ("+", "*", "CP", "CW", "stop")
+    assert trained.metadata["encoding"]["rd"]["change_hyperparameters"]["CP"]["location"] == 0.5
+    held = grammar.sample_sequences(1000, np.random.default_rng(20240607))
+    dec = trained.decode_sequences(trained.encode_sequences(held))
+    ok = np.array(
+        [sequence_to_expression(a) == sequence_to_expression(b) for a, b in zip(held, dec)]
+    )
+    assert ok.mean() >= 0.95
+    change = np.array([sequence_to_expression(s).has_change for s in held])
+    assert change.sum() > 200 and ok[change].mean() >= 0.9
+    z = 50.0 * torch.nn.functional.normalize(
+        torch.randn(500, trained.latent_dim, generator=torch.Generator().manual_seed(1)), dim=1
+    )
+    _valid(grammar, trained.decode_sequences(z))
+    # the latent box reaches expressions with change operators
+    box = trained.latent_bounds()
+    u = torch.rand(500, trained.latent_dim, generator=torch.Generator().manual_seed(2))
+    exprs = trained.decode(box[0] + (box[1] - box[0]) * u)
+    assert sum(e.has_change for e in exprs) > 50
