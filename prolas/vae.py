@@ -669,9 +669,16 @@ def load_checkpoint(
         if not isinstance(grammar, Grammar):
             grammar = Grammar.from_file(grammar)
         if grammar.content_hash != stored.content_hash:
+            shipped = [
+                c["name"]
+                for c in list_checkpoints()
+                if c.get("grammar_hash") == grammar.content_hash
+            ]
+            hint = f"; the shipped checkpoint {shipped[0]!r} was trained for it" if shipped else ""
             raise CheckpointError(
                 f"checkpoint {stem.name} was trained for grammar {stored.name!r} "
-                f"(hash {stored.content_hash}), not {grammar.name!r} (hash {grammar.content_hash})"
+                f"(hash {stored.content_hash}), not {grammar.name!r} "
+                f"(hash {grammar.content_hash}){hint}"
             )
     enc = GrammarEncoding(stored)
     if rg_layout != enc.layout():

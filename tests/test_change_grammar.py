@@ -139,6 +139,14 @@ def test_change_sequences_apply_left_to_right():
         Grammar.default().validate_sequence(("SE", "+", "C", STOP))
 
 
+def test_a_checkpoint_for_another_grammar_names_the_shipped_one():
+    from prolas.errors import CheckpointError
+    from prolas.vae import load_checkpoint
+
+    with pytest.raises(CheckpointError, match="shipped checkpoint 'change' was trained for it"):
+        load_checkpoint("default", grammar=CHANGE)
+
+
 def _old_sequence_to_expression(seq):
     """The term-based construction the grammar used before change operations."""
     terms = [(seq[0],)]
@@ -303,6 +311,9 @@ def test_ot_distance_laws_with_change_nodes():
     dd, _ = reg.distances(i, i)
     assert 0 < dd[0, 1] < dd[0, 2] < dd[0, 3]
     assert 0 < dd[0, 4]
+    # the graph view's known degeneracy: which side a leaf is on is not seen
+    a, b = reg.indices(["CP(SE, LIN)", "CP(LIN, SE)"])
+    assert reg.distances([a], [b])[0][0, 0] == pytest.approx(0.0, abs=1e-12)
 
 
 def test_ot_distances_without_change_operators_are_unchanged():

@@ -53,7 +53,8 @@ any path between two label classes crosses an infinite entry. d_bar is *not* a
 metric (OTMANN notes this too). d is a *pseudo*metric: two different expressions
 whose graphs have the same labelled nodes, masses and path lengths are at distance
 0 (e.g. ``PER*PER*RQ + PER*RQ*RQ*SE`` and ``PER*PER*RQ*SE + PER*RQ*RQ``: the
-node multisets do not say which leaves share a product).
+node multisets do not say which leaves share a product; likewise ``CP(SE, LIN)`` and
+``CP(LIN, SE)``: they do not say which side a leaf is on).
 
 **Kernel.** kappa = alpha e^{-beta d} + alpha_bar e^{-beta_bar d_bar} with learnable
 alpha, beta, alpha_bar, beta_bar in [1e-4, 1e3] (NASBOT §4; bounded so that the
