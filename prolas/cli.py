@@ -77,14 +77,16 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--change",
         action=argparse.BooleanOptionalAction,
-        default=False,
+        default=True,
         help="CKS also tries change-points and change-windows: CP(S, S), CW(S, S), CW(S, C), "
-        "CW(C, S), CP(S, B), CP(B, S) (default off)",
+        "CW(C, S), CP(S, B), CP(B, S) (default on; --no-change for the plain CKS of "
+        "Duvenaud et al. 2013)",
     )
     g.add_argument(
         "--grammar",
         default="default",
-        help="grammar file or shipped name (default, seasonal, small) for random/structural",
+        help="grammar file or shipped name (default, seasonal, small, change; the change "
+        "grammar has CP/CW and C) for random, structural and prolas (with its checkpoint)",
     )
     g.add_argument(
         "--checkpoint",

@@ -54,7 +54,8 @@ class SearchConfig:
         depth: CKS depth limit.
         change: CKS also expands by the Automatic Statistician's change rules
             (``CP(S, S)``, ``CW(S, S)``, ``CW(S, C)``, ``CW(C, S)``, ``CP(S, B)``,
-            ``CP(B, S)``; :func:`prolas.search.greedy.expand`).
+            ``CP(B, S)``; :func:`prolas.search.greedy.expand`). On by default: it
+            forecast better than plain CKS on every tuning series (README).
         grammar: grammar file or shipped grammar name (random, structural, prolas).
         checkpoint: KG-VAE checkpoint path or shipped name (prolas).
         train_vae: train a data-specific KG-VAE on the data's inputs first (prolas).
@@ -76,7 +77,7 @@ class SearchConfig:
     restarts: int = 8
     seed: int = 0
     depth: int = 4
-    change: bool = False
+    change: bool = True
     grammar: str = "default"
     checkpoint: str = "default"
     train_vae: bool = False

@@ -35,7 +35,9 @@ def test_subsample_search_then_exact_refit_recovers_period_and_trend() -> None:
     """1 200 points searched on 120 (CKS); the refit on all points is exact, finds the
     planted period and extrapolates the planted trend."""
     ds = _trend_and_season(1200)
-    config = SearchConfig(method="cks", budget=16, depth=3, restarts=2, search_points=120)
+    config = SearchConfig(
+        method="cks", budget=16, depth=3, restarts=2, search_points=120, change=False
+    )
     result, best = run_search(ds, config)
     assert best is not None and best.ok and best.n == ds.n and best.approximation is None
     assert best.expression == "LIN + PER*SE"
