@@ -65,6 +65,7 @@ from prolas.data import Dataset, load_csv
 from prolas.errors import DataError, OutputExistsError, ProlasError
 from prolas.expr import parse
 from prolas.gp import FitConfig, FitResult, GPScorer, fit_gp
+from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR
 from prolas.pipeline import METHODS, SearchConfig, refit, run_search, search_data
 from prolas.search.cache import CachedScorer
 from prolas.search.evaluator import Evaluation, Evaluator, Score, SearchResult
@@ -268,8 +269,8 @@ class BenchConfig:
     restarts: int = 4
     fit_seed: int = 0
     max_points: int = 500
-    grammar: str = "default"
-    checkpoint: str = "default"
+    grammar: str = DEFAULT_GRAMMAR
+    checkpoint: str = DEFAULT_CHECKPOINT
     data_dir: str = "data"
     refit_full: bool = False
 
@@ -1669,7 +1670,8 @@ def default_method(preferred: str = "prolas") -> str:
         return preferred
     from prolas.vae import list_checkpoints
 
-    return "prolas" if any(c["name"] == "default" for c in list_checkpoints()) else "cks"
+    shipped = {c["name"] for c in list_checkpoints()}
+    return "prolas" if DEFAULT_CHECKPOINT in shipped else "cks"
 
 
 def fraction_table(results: Sequence[FractionResult]) -> pd.DataFrame:

@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 
 from prolas.errors import OutputExistsError, ProlasError
-from prolas.limits import EXACT_REFIT_LIMIT, SEARCH_POINTS
+from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR, EXACT_REFIT_LIMIT, SEARCH_POINTS
 
 EPILOG = """examples:
   prolas fit data/airline.csv                      # PROLAS search, 50 evaluations
@@ -84,14 +84,17 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--grammar",
-        default="default",
-        help="grammar file or shipped name (default, seasonal, small, change; the change "
-        "grammar has CP/CW and C) for random, structural and prolas (with its checkpoint)",
+        default=DEFAULT_GRAMMAR,
+        help="grammar file or shipped name (change, default, seasonal, small) for random, "
+        f"structural and prolas; default {DEFAULT_GRAMMAR!r}: SE, LIN, PER, RQ, C with +, *, "
+        "change-points CP and change-windows CW",
     )
     g.add_argument(
         "--checkpoint",
-        default="default",
-        help="KG-VAE checkpoint: path to a .pt/.json pair or a shipped name (default)",
+        default=DEFAULT_CHECKPOINT,
+        help="KG-VAE checkpoint: path to a .pt/.json pair or a shipped name (default "
+        f"{DEFAULT_CHECKPOINT!r}, trained on the {DEFAULT_GRAMMAR!r} grammar; 'default' goes "
+        "with --grammar default)",
     )
     g.add_argument(
         "--train-vae",
@@ -247,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sample expressions from a grammar, encode them as r = [r_g, r_d] and "
         "train a Kernel Grammar VAE; writes PATH.pt (weights) and PATH.json (metadata).",
     )
-    tv.add_argument("--grammar", default="default", help="grammar file or shipped name")
+    tv.add_argument("--grammar", default=DEFAULT_GRAMMAR, help="grammar file or shipped name")
     tv.add_argument(
         "--data",
         help="CSV whose inputs r_d is computed on (default: a canonical grid on [0, 1], "
@@ -283,7 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--restarts", type=_positive_int, default=4, help="restarts per GP fit (default 4)"
     )
-    cmp.add_argument("--checkpoint", default="default", help="KG-VAE checkpoint for prolas")
+    cmp.add_argument(
+        "--checkpoint", default=DEFAULT_CHECKPOINT, help="KG-VAE checkpoint for prolas"
+    )
+    cmp.add_argument(
+        "--grammar", default=DEFAULT_GRAMMAR, help="grammar for random/structural/prolas"
+    )
     cmp.add_argument("--batch", type=_positive_int, default=1, help="proposals per BO step, q")
     cmp.add_argument("--out", required=True, help="output directory")
     cmp.add_argument(
@@ -338,8 +346,10 @@ def _add_bench_parser(sub) -> None:
         "hyperparameters)",
     )
     b.add_argument("--data-dir", default="data", help="where <name>.csv files live (default data)")
-    b.add_argument("--grammar", default="default", help="grammar for random/structural/prolas")
-    b.add_argument("--checkpoint", default="default", help="KG-VAE checkpoint for prolas")
+    b.add_argument(
+        "--grammar", default=DEFAULT_GRAMMAR, help="grammar for random/structural/prolas"
+    )
+    b.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="KG-VAE checkpoint for prolas")
     b.add_argument(
         "--sizes",
         default="100,300,1000,2000",
@@ -509,6 +519,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         out=args.out,
         restarts=args.restarts,
         checkpoint=args.checkpoint,
+        grammar=args.grammar,
         batch=args.batch,
         cache_path=args.cache,
         progress=not args.quiet,

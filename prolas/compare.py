@@ -38,6 +38,7 @@ import numpy as np
 
 from prolas.data import Dataset
 from prolas.errors import ProlasError
+from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR
 from prolas.pipeline import METHODS, SearchConfig
 from prolas.search.evaluator import Evaluator, SearchResult
 
@@ -146,7 +147,8 @@ def run_compare(
     *,
     restarts: int = 4,
     fit_seed: int = 0,
-    checkpoint: str = "default",
+    checkpoint: str = DEFAULT_CHECKPOINT,
+    grammar: str = DEFAULT_GRAMMAR,
     batch: int = 1,
     depth: int = 4,
     scorer: Callable | None = None,
@@ -224,6 +226,8 @@ def run_compare(
                 restarts=restarts,
                 seed=seed,
                 depth=depth,
+                change=False,  # "cks" is plain CKS here, as in the bench grids
+                grammar=grammar,
                 checkpoint=checkpoint,
                 batch=batch,
             )
@@ -259,6 +263,7 @@ def run_compare(
         "restarts": restarts,
         "fit_seed": fit_seed,
         "checkpoint": checkpoint,
+        "grammar": grammar,
         "prolas_options": _options_dict(prolas_options) if "prolas" in methods else None,
         "batch": batch,
         "depth": depth,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from prolas.data import Dataset
 from prolas.errors import ProlasError
 from prolas.gp import FitConfig, FitResult, GPScorer, fit_gp
-from prolas.limits import EXACT_REFIT_LIMIT, SEARCH_POINTS
+from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR, EXACT_REFIT_LIMIT, SEARCH_POINTS
 from prolas.search.evaluator import Evaluation, Evaluator, SearchResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,8 +78,8 @@ class SearchConfig:
     seed: int = 0
     depth: int = 4
     change: bool = True
-    grammar: str = "default"
-    checkpoint: str = "default"
+    grammar: str = DEFAULT_GRAMMAR
+    checkpoint: str = DEFAULT_CHECKPOINT
     train_vae: bool = False
     batch: int = 1
     surrogate: str = "hierarchical"

@@ -230,14 +230,14 @@ def test_fit_cli_defaults_to_prolas_with_the_shipped_checkpoint(
         args += ["--latent-surrogate", surrogate]
     assert main(args) == 0
     err = capsys.readouterr().err
-    assert "loaded checkpoint default" in err
+    assert "loaded checkpoint change" in err
     # the budget is spent on the portfolio, ranked without airline's own scores
     assert "warm start: 8 portfolio expressions ranked on 8 library series" in err
     assert "(left out: airline)" in err
     assert f"PROLAS ({surrogate or 'ot'} surrogate): 8 evaluations" in err
     doc = json.loads((out / "result.json").read_text())
     validate_result_json(doc)
-    assert doc["search"]["method"] == "prolas" and doc["search"]["checkpoint"] == "default"
+    assert doc["search"]["method"] == "prolas" and doc["search"]["checkpoint"] == "change"
     exprs = [h["expression"] for h in doc["history"]]
     assert len(exprs) == 8 == len(set(exprs)) == doc["search"]["evaluations"]
     assert [h["index"] for h in doc["history"]] == list(range(1, 9))
