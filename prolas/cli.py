@@ -741,7 +741,7 @@ def _write_forecast(args, out, dataset, config, result, best) -> str | None:
     fits = [best] if method == "best" else top_fits(result, dataset, config, k, best=best)
     fc = forecast(fits, dataset, horizon, method=method)
     fc.to_csv(out / "forecast.csv")
-    plot_forecast(out / "forecast.png", fc, dataset)
+    plot_forecast(out / "forecast.png", fc, dataset, fit=best if method == "best" else None)
     if method == "best":
         how = fc.models[0]
     else:

@@ -548,9 +548,13 @@ def rolling_origin_check(
 # --- the picture -----------------------------------------------------------------------
 
 
-def plot_forecast(path: str | Path, fc: Forecast, dataset: Dataset) -> Path:
+def plot_forecast(
+    path: str | Path, fc: Forecast, dataset: Dataset, fit: FitResult | None = None
+) -> Path:
     """Data, forecast mean, shaded band and a vertical line at the end of the data;
-    a date axis when x came from dates."""
+    a date axis when x came from dates. With ``fit`` (the model forecasting), its
+    change-points and change-windows are marked (:func:`prolas.report.mark_changes`;
+    numeric x axes only)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -569,6 +573,10 @@ def plot_forecast(path: str | Path, fc: Forecast, dataset: Dataset) -> Path:
     )
     ax.plot(fc.x_display, fc.mean, color="C0", lw=1.5, marker=".", ms=3, label="forecast mean")
     ax.axvline(data_x[-1], color="0.5", ls="--", lw=0.8, label="end of data")
+    if fit is not None and not fc.is_dates:
+        from prolas.report import mark_changes
+
+        mark_changes(ax, fit, dataset)
     if fc.is_dates:
         fig.autofmt_xdate()
     ax.set_xlabel(dataset.x_column)
