@@ -132,8 +132,16 @@ def fingerprint(dataset: Dataset, config: SearchConfig) -> dict[str, Any]:
         fp["grammar"] = Grammar.from_file(config.grammar).content_hash
         fp["batch"] = int(config.batch)
     if config.method == "prolas":
+        from prolas.vae import checkpoint_digest
+
         fp["checkpoint"] = config.checkpoint
+        # the same name may hold other weights (a retrained or replaced checkpoint)
+        fp["checkpoint_sha256"] = checkpoint_digest(config.checkpoint)
         fp["train_vae"] = bool(config.train_vae)
+        fp["latent_surrogate"] = config.latent_surrogate
+        fp["warm_start"] = int(config.warm_start)
+        if config.warm_start:  # the portfolio leaves out the library series of this name
+            fp["dataset_name"] = dataset.name
     if config.method == "structural":
         fp["surrogate"] = config.surrogate
         fp["acq_opt"] = config.acq_opt

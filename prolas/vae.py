@@ -598,6 +598,17 @@ def _change_rd_meta(grammar: Grammar) -> dict:
     return {"change_hyperparameters": {o: RD_CHANGE_HYPERPARAMETERS[o] for o in ops}} if ops else {}
 
 
+def checkpoint_digest(name_or_path: str | Path) -> str:
+    """SHA-256 of a checkpoint's weights (from its metadata, else of the ``.pt`` file):
+    what a resumed search must match, since the same name may hold other weights."""
+    stem = _resolve(name_or_path)
+    try:
+        digest = json.loads(stem.with_name(stem.name + ".json").read_text())["weights_sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        digest = None
+    return str(digest) if digest else _sha256(stem.with_name(stem.name + ".pt"))
+
+
 def _resolve(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
     if p.parent == Path(".") and p.suffix == "" and (CHECKPOINTS_DIR / f"{p.name}.json").is_file():

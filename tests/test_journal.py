@@ -292,3 +292,33 @@ def test_resume_refuses_a_budget_below_the_journalled_evaluations(tmp_path) -> N
     j.close()
     with pytest.raises(JournalError, match="--budget 3 or more"):
         open_journal(tmp_path, ds, cfg.replace(budget=2), resume=True, force=False)
+
+
+def test_prolas_fingerprint_holds_every_setting_that_changes_its_proposals(tmp_path) -> None:
+    """A resumed PROLAS search must not continue a different one (issue 19)."""
+    ds = Dataset.from_arrays([0.0, 1.0, 2.0, 3.0, 4.0], [1.0, 0.0, 2.0, 1.0, 0.5])
+    base = SearchConfig(method="prolas", budget=5, restarts=2)
+    fp = fingerprint(ds, base)
+    assert fp["latent_surrogate"] == "ot" and fp["warm_start"] == 10
+    assert fp["dataset_name"] == ds.name and len(fp["checkpoint_sha256"]) == 64
+    assert fp != fingerprint(ds, base.replace(latent_surrogate="latent"))
+    assert fp != fingerprint(ds, base.replace(warm_start=0))
+    assert fp != fingerprint(ds, base.replace(checkpoint="default", grammar="default"))
+    renamed = Dataset.from_arrays(ds.x, ds.y, name="airline")
+    assert fp != fingerprint(renamed, base)  # the warm start leaves out a series by name
+    j = open_journal(tmp_path, ds, base, resume=False, force=False)
+    j.append(Evaluation(1, "SE", "ok", 1.0, 1.0, 3, 0.1, None), 1.0)
+    j.close()
+    with pytest.raises(JournalError, match="latent_surrogate 'ot' -> 'latent'"):
+        open_journal(
+            tmp_path, ds, base.replace(latent_surrogate="latent"), resume=True, force=False
+        )
+    with pytest.raises(JournalError, match="warm_start 10 -> 0"):
+        open_journal(tmp_path, ds, base.replace(warm_start=0), resume=True, force=False)
+
+
+def test_cks_fingerprint_names_the_change_rules(tmp_path) -> None:
+    ds = Dataset.from_arrays([0.0, 1.0, 2.0, 3.0, 4.0], [1.0, 0.0, 2.0, 1.0, 0.5])
+    cks = SearchConfig(method="cks", budget=5, restarts=2)
+    assert fingerprint(ds, cks)["change"] is True
+    assert "change" not in fingerprint(ds, cks.replace(change=False))
