@@ -58,6 +58,7 @@ from scipy.special import logsumexp, ndtr, ndtri
 from prolas.data import Dataset, _decimal_years, decimal_years_to_timestamps
 from prolas.errors import ProlasError
 from prolas.gp import FitResult, predict
+from prolas.limits import FORECAST_METHODS
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.pipeline import SearchConfig
@@ -79,7 +80,6 @@ __all__ = [
 ]
 
 #: ``best``: the predictive of the highest-BIC model; ``bma``: the BIC-weighted mixture.
-FORECAST_METHODS = ("best", "bma")
 
 
 #: Longest forecast (steps); far beyond any horizon a GP's extrapolation can support.

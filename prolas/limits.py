@@ -19,3 +19,12 @@ EXACT_REFIT_LIMIT = 2000
 #: better than on ``default`` on two of three (call-centre 200.8 -> 29.9 RMSE).
 DEFAULT_GRAMMAR = "change"
 DEFAULT_CHECKPOINT = "change"
+
+#: ``--forecast`` choices (:data:`prolas.forecast.FORECAST_METHODS` is this tuple).
+FORECAST_METHODS = ("best", "bma")
+#: The forecast ``prolas fit --horizon`` writes: the BIC-weighted mixture of the top models.
+#: Chosen on the tuning series (README "Results"): better than the best-BIC model alone on
+#: airline and call-centre, worse on sulphuric.
+DEFAULT_FORECAST = "bma"
+#: Models mixed by ``--forecast bma`` unless ``--forecast-models`` says otherwise.
+FORECAST_MODELS = 5
