@@ -862,14 +862,19 @@ def _duration(v: float, years: bool) -> str:
     return _length(v, years)
 
 
+def _outside(lo: float, hi: float, dataset: Dataset) -> str:
+    """``' (before the data start)'`` / ``' (after the data end)'`` for a span [lo, hi]
+    that lies wholly outside the data, else ``''``."""
+    if hi < dataset.x[0]:
+        return " (before the data start)"
+    if lo > dataset.x[-1]:
+        return " (after the data end)"
+    return ""
+
+
 def _at(v: float, dataset: Dataset, years: bool) -> str:
     """``'~1973.4'``, saying when it lies outside the data."""
-    text = f"~{_position(v, dataset, years)}"
-    if v < dataset.x[0]:
-        text += " (before the data start)"
-    elif v > dataset.x[-1]:
-        text += " (after the data end)"
-    return text
+    return f"~{_position(v, dataset, years)}" + _outside(v, v, dataset)
 
 
 def _bounds(conds: list[tuple[FitChange, int]]):
@@ -933,11 +938,7 @@ def _active_range(conds: list[tuple[FitChange, int]], dataset: Dataset, years: b
 def _window(c: FitChange, dataset: Dataset, years: bool) -> str:
     s, e = c.params["start"], c.params["end"]
     text = f"~{_position(s, dataset, years)}-{_position(e, dataset, years)}"
-    if e < dataset.x[0]:
-        text += " (before the data start)"
-    elif s > dataset.x[-1]:
-        text += " (after the data end)"
-    return text
+    return text + _outside(s, e, dataset)
 
 
 def _term_noun(
