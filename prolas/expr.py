@@ -58,7 +58,6 @@ __all__ = [
     "factor_group",
     "factor_shape_params",
     "from_items",
-    "from_terms",
     "parse",
     "C",
     "CP",
@@ -465,15 +464,6 @@ def from_items(items: tuple[Item, ...] | list[Item]) -> Expression:
             factors = [Base(f) for f in item]
             nodes.append(factors[0] if len(factors) == 1 else Product(tuple(factors)))
     return nodes[0] if len(nodes) == 1 else Sum(tuple(nodes))
-
-
-def from_terms(terms: tuple[Term, ...] | list[tuple[str, ...]]) -> Expression:
-    """Build an expression from a list of base-kernel product terms (factor-name tuples)."""
-    if not terms or any(len(t) == 0 for t in terms):
-        raise ExpressionError("an expression needs at least one non-empty term")
-    if any(":" in f for t in terms for f in t):
-        raise ExpressionError("expanded change-operator terms cannot be rebuilt; use parse")
-    return from_items([_canonical_term(tuple(t)) for t in terms])
 
 
 SE = Base("SE")
