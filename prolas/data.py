@@ -214,10 +214,15 @@ class Dataset:
         if self.n <= max_points:
             return self
         idx = self.spaced_indices(max_points)
-        x, y = self.x[idx].copy(), self.y[idx].copy()
+        return self.take(idx, f"{self.name} (thinned to {len(idx)} of {self.n})")
+
+    def take(self, indices: np.ndarray, name: str) -> Dataset:
+        """The points at ``indices`` (positions in x order, increasing), keeping *this*
+        data set's standardisation: hyperparameters fitted for its standardised y stay
+        valid (a thinning, or the prefix a rolling-origin check conditions on)."""
+        x, y = self.x[indices].copy(), self.y[indices].copy()
         x.setflags(write=False)
         y.setflags(write=False)
-        name = f"{self.name} (thinned to {len(idx)} of {self.n})"
         return Dataset(
             x,
             y,
@@ -227,6 +232,28 @@ class Dataset:
             self.x_column,
             self.y_column,
             name,
+            self.x_is_date,
+        )
+
+    def standardised_view(self) -> Dataset:
+        """This data set with y replaced by its standardised values (mean 0, std 1).
+
+        :func:`prolas.gp.predict` and :func:`prolas.gp.decompose` on this view return
+        standardised means and variances; the callers scale them back themselves
+        (``sd = sqrt(v') * y_std``), which stays finite where ``v' * y_std**2`` would
+        overflow (``y_std > 1e154``) or underflow (``y_std < 1e-154``).
+        """
+        y = self.y_standardised
+        y.setflags(write=False)
+        return Dataset(
+            self.x,
+            y,
+            0.0,
+            1.0,
+            self.path,
+            self.x_column,
+            self.y_column,
+            self.name,
             self.x_is_date,
         )
 

@@ -302,19 +302,11 @@ def _as_fits(
     return [f for f, k in zip(fits, keep) if k], w
 
 
-def _standardised(dataset: Dataset) -> Dataset:
-    """``dataset`` with y standardised: predictions come back standardised, so that
-    they are scaled to y's units once, at the end (as :mod:`prolas.report` does)."""
-    from prolas.report import _standardised_view
-
-    return _standardised_view(dataset)
-
-
 def _components(
     fits: Sequence[FitResult], dataset: Dataset, x: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each model's predictive mean and sd at ``x`` for standardised y, ``(K, m)`` each."""
-    view = _standardised(dataset)
+    view = dataset.standardised_view()
     means, variances = np.empty((len(fits), x.size)), np.empty((len(fits), x.size))
     for i, f in enumerate(fits):
         for start in range(0, x.size, _BATCH):
@@ -445,25 +437,6 @@ def top_fits(
 # --- rolling origin --------------------------------------------------------------------
 
 
-def _prefix(dataset: Dataset, stop: int) -> Dataset:
-    """The first ``stop`` points with the full data's standardisation (the fitted
-    hyperparameters are for that standardised y)."""
-    x, y = dataset.x[:stop].copy(), dataset.y[:stop].copy()
-    x.setflags(write=False)
-    y.setflags(write=False)
-    return Dataset(
-        x,
-        y,
-        dataset.y_mean,
-        dataset.y_std,
-        dataset.path,
-        dataset.x_column,
-        dataset.y_column,
-        f"{dataset.name}[:{stop}]",
-        dataset.x_is_date,
-    )
-
-
 def rolling_origin_check(
     fits: Sequence[FitResult],
     dataset: Dataset,
@@ -512,7 +485,9 @@ def rolling_origin_check(
     for o in origins:
         stop = n if horizon is None else min(n, o + horizon)
         x, y = dataset.x[o:stop], dataset.standardise(dataset.y[o:stop])
-        means, sds = _components(fits, _prefix(dataset, int(o)), x)
+        # condition on the points before the origin, with the full data's standardisation
+        prefix = dataset.take(np.arange(int(o)), f"{dataset.name}[:{int(o)}]")
+        means, sds = _components(fits, prefix, x)
         err.append(y[None, :] - means)
         lpd.append(_log_normal(y, means, sds))
         mix_err.append(y - (w[:, None] * means).sum(0))

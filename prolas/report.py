@@ -484,26 +484,11 @@ def validate_result_json(d: dict) -> None:
 # --- held-out metrics -----------------------------------------------------------------
 
 
-def _standardised_view(dataset: Dataset) -> Dataset:
-    """``dataset`` with y replaced by its standardised values (mean 0, std 1).
-
-    :func:`prolas.gp.predict` and :func:`prolas.gp.decompose` on this view return
-    standardised means and variances; the callers scale them back themselves
-    (``sd = sqrt(v') * y_std``), which stays finite where ``v' * y_std**2`` would
-    overflow (``y_std > 1e154``) or underflow (``y_std < 1e-154``).
-    """
-    y = dataset.y_standardised
-    y.setflags(write=False)
-    return Dataset(
-        dataset.x, y, 0.0, 1.0, dataset.path, dataset.x_column, dataset.y_column, dataset.name
-    )
-
-
 def _predictive(
     fit: FitResult, dataset: Dataset, xs: np.ndarray, include_noise: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """Predictive mean and standard deviation at ``xs`` in y's original units."""
-    mean, var = predict(fit, _standardised_view(dataset), xs, include_noise=include_noise)
+    mean, var = predict(fit, dataset.standardised_view(), xs, include_noise=include_noise)
     return dataset.unstandardise(mean), np.sqrt(var) * dataset.y_std
 
 
@@ -514,7 +499,7 @@ def test_metrics(fit: FitResult, train: Dataset, test: Dataset) -> dict:
     ``N(m_i, v_i)`` with ``(m, v) = predict(fit, train, test.x, include_noise=True)``.
     Returns the result.json test block ``{path, n, rmse, mean_log_predictive_density}``.
     """
-    mean, var = predict(fit, _standardised_view(train), test.x, include_noise=True)
+    mean, var = predict(fit, train.standardised_view(), test.x, include_noise=True)
     # residuals and variances in standardised units; scaled back in logs and once in
     # the RMSE, so y values near the float limits neither overflow nor underflow
     resid = train.standardise(test.y) - mean
@@ -553,7 +538,7 @@ def _length(v: float, years: bool) -> str:
 
 def _term_shares(fit: FitResult, dataset: Dataset) -> tuple[list[float], list[np.ndarray]]:
     """Share of the variance of the fitted mean per term, and each term's mean on x."""
-    parts = decompose(fit, _standardised_view(dataset), dataset.x)
+    parts = decompose(fit, dataset.standardised_view(), dataset.x)
     v = np.array([float(np.var(m)) for _, m, _ in parts])  # standardised: no overflow
     means = [m * dataset.y_std for _, m, _ in parts]
     total = float(v.sum())
@@ -1419,7 +1404,7 @@ def components_figure(fit: FitResult, dataset: Dataset):
     """The figure of :func:`plot_components` (a matplotlib ``Figure``; the caller closes it)."""
     plt = _pyplot()
     xs = _plot_grid(dataset, None)
-    parts = decompose(fit, _standardised_view(dataset), xs)
+    parts = decompose(fit, dataset.standardised_view(), xs)
     shares, _ = _term_shares(fit, dataset)
     conds = _term_conditions(fit_changes(fit), len(fit.terms))
     fig, axes = plt.subplots(
