@@ -15,6 +15,23 @@ DATA = ROOT / "data"
 torch.set_num_threads(1)
 
 
+def fit_from_params(expression: str, terms: list[dict], n: int, noise: float = 0.01):
+    """A FitResult with given natural-unit hyperparameters (``terms`` in canonical order,
+    as in result.json's ``best.terms``); its scores are placeholders."""
+    from prolas.expr import parse
+    from prolas.gp import FitResult
+
+    best = {
+        "expression": expression,
+        "log_likelihood": 0.0,
+        "n_params": parse(expression).n_params,
+        "bic": 0.0,
+        "terms": terms,
+        "noise_variance": noise,
+    }
+    return FitResult.from_json(best, n=n)
+
+
 @pytest.fixture(scope="session")
 def airline():
     from prolas.data import load_csv

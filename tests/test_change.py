@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import fit_from_params
 
 from prolas.data import Dataset
 from prolas.expr import CP, CW, LIN, PER, SE, C, parse
@@ -142,44 +143,24 @@ def test_change_point_far_before_the_data_is_B_and_far_after_is_A() -> None:
     lin = {"kernel": "LIN", "offset": 2.0}
     K_se = _base("SE", se, x)
     K_lin = _base("LIN", lin, x)
-
-    def cp(location: float) -> np.ndarray:
-        change = {"location": location, "width": 0.5}
-        best = {
-            "terms": [
-                {"variance": 1.0, "factors": [{"kernel": "CP_BEFORE", **change}, se]},
-                {"variance": 1.0, "factors": [{"kernel": "CP_AFTER", **change}, lin]},
-            ]
-        }
-        return _numpy_covariance(best, x)
-
-    np.testing.assert_allclose(cp(-1e3), K_lin, atol=1e-12)  # CP(SE, LIN): LIN after
-    np.testing.assert_allclose(cp(1e3), K_se, atol=1e-12)
-    # the GPyTorch module agrees at the same extreme locations
-    fit = FitResult.from_json(
-        {
-            "expression": "CP(SE, LIN)",
-            "log_likelihood": 0.0,
-            "n_params": 7,
-            "bic": 0.0,
-            "noise_variance": 0.1,
-            "terms": [
-                {
-                    "variance": 1.0,
-                    "factors": [{"kernel": "CP_BEFORE", "location": -1e3, "width": 0.5}, se],
-                },
-                {
-                    "variance": 1.0,
-                    "factors": [{"kernel": "CP_AFTER", "location": -1e3, "width": 0.5}, lin],
-                },
-            ],
-        },
-        n=30,
-    )
     xt = torch.tensor(x, dtype=torch.float64).reshape(-1, 1)
-    with torch.no_grad():
-        K = natural_covar_module(fit)(xt, xt).to_dense().numpy()
-    np.testing.assert_allclose(K, K_lin, atol=1e-12)
+
+    def cp(location: float) -> tuple[np.ndarray, np.ndarray]:
+        """K of CP(SE, LIN) at ``location``: numpy DESIGN formulas, GPyTorch modules."""
+        change = {"location": location, "width": 0.5}
+        terms = [
+            {"variance": 1.0, "factors": [{"kernel": "CP_BEFORE", **change}, se]},
+            {"variance": 1.0, "factors": [{"kernel": "CP_AFTER", **change}, lin]},
+        ]
+        with torch.no_grad():
+            module = natural_covar_module(fit_from_params("CP(SE, LIN)", terms, x.size))
+            K_module = module(xt, xt).to_dense().numpy()
+        return _numpy_covariance({"terms": terms}, x), K_module
+
+    for K in cp(-1e3):  # CP(SE, LIN): only LIN after a change long before the data
+        np.testing.assert_allclose(K, K_lin, atol=1e-12)
+    for K in cp(1e3):
+        np.testing.assert_allclose(K, K_se, atol=1e-12)
 
 
 # --- expressions ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import fit_from_params
 
 from prolas import report
 from prolas.data import Dataset, extrapolation_split
@@ -225,21 +226,6 @@ def test_describe_fit_says_years_for_calendar_x():
     assert "100.0%" in sentence and "noise" in noise
 
 
-def _fit_from_params(expression: str, terms: list[dict], n: int, noise: float = 0.01):
-    """A FitResult with given natural-unit hyperparameters (terms in canonical order)."""
-    from prolas.gp import FitResult
-
-    best = {
-        "expression": expression,
-        "log_likelihood": 0.0,
-        "n_params": parse(expression).n_params,
-        "bic": 0.0,
-        "terms": terms,
-        "noise_variance": noise,
-    }
-    return FitResult.from_json(best, n=n)
-
-
 def _per_se(per_ls: float, se_ls: float, variance: float = 1.0) -> list[dict]:
     per = {"kernel": "PER", "lengthscale": per_ls, "period": 1.0}
     return [{"variance": variance, "factors": [per, {"kernel": "SE", "lengthscale": se_ls}]}]
@@ -257,7 +243,7 @@ def test_flat_factors_agree_with_a_numpy_evaluation_of_the_rule():
         (1.2, 1e5, 2.0),
         (30.0, 15.0, 1.0),
     ]:
-        fit = _fit_from_params("PER*SE", _per_se(per_ls, se_ls, variance), ds.n, noise)
+        fit = fit_from_params("PER*SE", _per_se(per_ls, se_ls, variance), ds.n, noise)
         k_per = np.exp(-2 * np.sin(np.pi * np.abs(d) / 1.0) ** 2 / per_ls**2)
         k_se = np.exp(-(d**2) / (2 * se_ls**2))
         expect = set()
@@ -268,10 +254,10 @@ def test_flat_factors_agree_with_a_numpy_evaluation_of_the_rule():
         assert report.flat_factors(fit, ds) == [expect], (per_ls, se_ls, variance)
     # the last case: a PER with lengthscale 30 still varies by 0.2 % of a unit variance
     assert report.flat_factors(fit, ds) == [set()]
-    assert report.flat_factors(_fit_from_params("PER*SE", _per_se(1.2, 3.2e8), ds.n), ds) == [{1}]
+    assert report.flat_factors(fit_from_params("PER*SE", _per_se(1.2, 3.2e8), ds.n), ds) == [{1}]
     # a long-lengthscale PER with a large variance is "constant + sinusoid", not flat
     big = [{"variance": 1e3, "factors": [{"kernel": "PER", "lengthscale": 20.0, "period": 1.0}]}]
-    assert report.flat_factors(_fit_from_params("PER", big, ds.n), ds) == [set()]
+    assert report.flat_factors(fit_from_params("PER", big, ds.n), ds) == [set()]
 
 
 def test_describe_fit_does_not_read_flat_factors_as_structure():
@@ -280,7 +266,7 @@ def test_describe_fit_does_not_read_flat_factors_as_structure():
     x = 1960 + np.arange(120) / 3  # 40 years
     ds = Dataset.from_arrays(x, np.sin(2 * np.pi * x) + 0.02 * (x - 1960))
     slow_per = {"kernel": "PER", "lengthscale": 0.85, "period": 567.76}
-    fit = _fit_from_params(
+    fit = fit_from_params(
         "PER*RQ + PER*SE",
         [
             {
@@ -299,7 +285,7 @@ def test_describe_fit_does_not_read_flat_factors_as_structure():
     assert f"~{567.76 * 0.85 / (2 * math.pi):.2f} years" in slow
     assert "(RQ factor constant on the data)" in slow and "noise" in noise
     # a factor that does vary on the data is still described as before
-    (sentence, _) = report.describe_fit(_fit_from_params("PER*SE", _per_se(1.2, 15.0), ds.n), ds)
+    (sentence, _) = report.describe_fit(fit_from_params("PER*SE", _per_se(1.2, 15.0), ds.n), ds)
     assert "shape changes smoothly over ~15.00 years (SE factor)" in sentence
     assert "constant on the data" not in sentence
 

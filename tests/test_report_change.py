@@ -12,11 +12,12 @@ import matplotlib
 import numpy as np
 import pytest
 import torch
+from conftest import fit_from_params
 
 from prolas import report
 from prolas.data import Dataset
 from prolas.expr import parse
-from prolas.gp import FitResult, fit_gp
+from prolas.gp import fit_gp
 
 matplotlib.use("Agg")
 
@@ -36,19 +37,6 @@ def _planted_cw() -> Dataset:
     inside = (X > WINDOW[0]) & (X < WINDOW[1])
     y = np.where(inside, np.sin(2 * np.pi * X), 0.0)
     return Dataset.from_arrays(X, y + 0.05 * rng.standard_normal(X.size), name="cw")
-
-
-def _fit_from_params(expression: str, terms: list[dict], n: int) -> FitResult:
-    """A FitResult with given natural-unit hyperparameters (terms in canonical order)."""
-    best = {
-        "expression": expression,
-        "log_likelihood": 0.0,
-        "n_params": parse(expression).n_params,
-        "bic": 0.0,
-        "terms": terms,
-        "noise_variance": 0.01,
-    }
-    return FitResult.from_json(best, n=n)
 
 
 def _cw(start: float, end: float, width: float) -> tuple[dict, dict]:
@@ -80,7 +68,7 @@ def cw_fit():
     ds = _planted_cw()
     # warm-started from a rough window (1963-1972), so the test is about the words
     rough_out, rough_in = _cw(1963.0, 1972.0, 0.5)
-    guess = _fit_from_params(
+    guess = fit_from_params(
         "CW(C, PER)",
         [{"variance": 0.1, "factors": [rough_out]}, {"variance": 1.0, "factors": [rough_in, PER]}],
         ds.n,
@@ -144,7 +132,7 @@ def test_planted_change_window_is_described_with_its_start_and_end(cw_fit):
 )
 def test_change_points_outside_the_data_are_said_so(location, expected):
     before, after = _cp(location, 0.5)
-    fit = _fit_from_params(
+    fit = fit_from_params(
         "CP(LIN, PER)",
         [{"variance": 1.0, "factors": [before, LIN]}, {"variance": 1.0, "factors": [after, PER]}],
         X.size,
@@ -163,7 +151,7 @@ def test_windows_outside_or_around_the_data():
 
     def first(start: float, end: float) -> str:
         out, inside = _cw(start, end, 0.2)
-        fit = _fit_from_params(
+        fit = fit_from_params(
             "CW(LIN, PER)",
             [{"variance": 1.0, "factors": [out, LIN]}, {"variance": 1.0, "factors": [inside, PER]}],
             ds.n,
@@ -183,7 +171,7 @@ def test_nested_change_points_and_the_constant():
     ds = _planted_cp()
     b0, a0 = _cp(1964.0, 0.1)
     b1, a1 = _cp(1971.0, 0.1)
-    fit = _fit_from_params(
+    fit = fit_from_params(
         "CP(LIN, CP(C, PER))",
         [
             {"variance": 1.0, "factors": [b0, LIN]},
@@ -205,7 +193,7 @@ def test_nested_change_points_and_the_constant():
     )
     # after 1964 and after 1971 is after 1971
     assert "active only after the change-point at ~1971.0;" in per
-    c = _fit_from_params("C", [{"variance": 1.0, "factors": [{"kernel": "C"}]}], ds.n)
+    c = fit_from_params("C", [{"variance": 1.0, "factors": [{"kernel": "C"}]}], ds.n)
     assert report.describe_fit(c, ds)[0].startswith("A constant offset; it explains")
 
 
@@ -213,7 +201,7 @@ def test_change_positions_in_x_units_when_x_is_not_years():
     x = np.linspace(0.0, 12.0, 60)
     ds = Dataset.from_arrays(x, np.where(x < 6.3, np.sin(x), 0.5 * x))
     before, after = _cp(6.3, 0.2)
-    fit = _fit_from_params(
+    fit = fit_from_params(
         "CP(LIN, PER)",
         [{"variance": 1.0, "factors": [before, LIN]}, {"variance": 1.0, "factors": [after, PER]}],
         ds.n,
@@ -276,7 +264,7 @@ def test_plots_mark_windows_and_skip_changes_outside_the_axis(cw_fit, tmp_path):
         plt.close(fig)
     # a change-point after the plotted range is not drawn
     before, after = _cp(2010.0, 0.5)
-    far = _fit_from_params(
+    far = fit_from_params(
         "CP(LIN, PER)",
         [{"variance": 1.0, "factors": [before, LIN]}, {"variance": 1.0, "factors": [after, PER]}],
         ds.n,
