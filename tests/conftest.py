@@ -32,6 +32,33 @@ def fit_from_params(expression: str, terms: list[dict], n: int, noise: float = 0
     return FitResult.from_json(best, n=n)
 
 
+def assert_ot_pseudometric(exprs: list) -> None:
+    """The OT distance's laws on ``exprs`` (prolas.surrogates.ot): symmetric (also
+    computed in the other order without the registry's cache), zero on identical
+    expressions, positive between different base-kernel counts, the triangle inequality
+    on all triples; the normalised distance in [0, 1]."""
+    from prolas.surrogates.ot import ExpressionRegistry, expression_graph, otmann_distance
+
+    reg = ExpressionRegistry()
+    idx = reg.indices(exprs)
+    d, db = reg.distances(idx, idx)
+    assert np.all(np.isfinite(d)) and np.allclose(d, d.T, atol=1e-12)
+    same = np.array([[str(a) == str(b) for b in exprs] for a in exprs])
+    assert np.all(d[same] == 0.0)
+    # a pseudometric: d = 0 only if the graphs have the same labelled nodes and path
+    # lengths, so expressions with different base-kernel counts are always apart
+    counts = np.array([[a.base_counts != b.base_counts for b in exprs] for a in exprs])
+    assert np.all(d[counts] > 0.0)
+    assert np.all((db >= 0) & (db <= 1 + 1e-12))
+    # triangle inequality on all triples (d only; d_bar is not a metric)
+    viol = d[:, None, :] - (d[:, :, None] + d[None, :, :])
+    assert viol.max() <= 1e-9
+    graphs = [expression_graph(e) for e in exprs[-8:]]
+    for a in graphs:
+        for b in graphs:
+            assert otmann_distance(a, b)[0] == pytest.approx(otmann_distance(b, a)[0], abs=1e-12)
+
+
 @pytest.fixture(scope="session")
 def airline():
     from prolas.data import load_csv

@@ -12,6 +12,7 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+from conftest import assert_ot_pseudometric
 from scipy.special import expit
 from scipy.stats import chisquare
 
@@ -39,7 +40,7 @@ from prolas.search.latent import sequence_edits
 from prolas.search.structural import search_structural
 from prolas.surrogates import SURROGATES, ExpressionRegistry, OTConfig, StructuralSurrogate
 from prolas.surrogates.acquisition import mutate, neighbours, optimise_acquisition
-from prolas.surrogates.ot import expression_graph, otmann_distance
+from prolas.surrogates.ot import expression_graph
 from prolas.surrogates.space import ConditionalSpace
 from prolas.vae import CHECKPOINTS_DIR
 
@@ -291,21 +292,8 @@ def test_ot_distance_laws_with_change_nodes():
     exprs = [CHANGE.sample(rng) for _ in range(40)]
     exprs += [parse("CP(SE, LIN)"), parse("CW(SE, LIN)"), parse("SE + LIN"), parse("C")]
     assert sum(e.has_change for e in exprs) >= 10
+    assert_ot_pseudometric(exprs)
     reg = ExpressionRegistry()
-    idx = reg.indices(exprs)
-    d, db = reg.distances(idx, idx)
-    assert np.all(np.isfinite(d)) and np.allclose(d, d.T, atol=1e-12)
-    same = np.array([[str(a) == str(b) for b in exprs] for a in exprs])
-    assert np.all(d[same] == 0.0)
-    counts = np.array([[a.base_counts != b.base_counts for b in exprs] for a in exprs])
-    assert np.all(d[counts] > 0.0)
-    assert np.all((db >= 0) & (db <= 1 + 1e-12))
-    viol = d[:, None, :] - (d[:, :, None] + d[None, :, :])
-    assert viol.max() <= 1e-9
-    g = [expression_graph(e) for e in exprs[-8:]]
-    for a in g:
-        for b in g:
-            assert otmann_distance(a, b)[0] == pytest.approx(otmann_distance(b, a)[0], abs=1e-12)
     # a change-point is closer to a change-window than to a sum, and both beat a product
     i = reg.indices(["CP(SE, LIN)", "CW(SE, LIN)", "SE + LIN", "LIN*SE", "CP(SE, PER)"])
     dd, _ = reg.distances(i, i)

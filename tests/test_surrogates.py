@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import assert_ot_pseudometric
 
 from prolas.errors import NumericsWarning
 from prolas.expr import parse
@@ -37,8 +38,6 @@ from prolas.surrogates import (
     StructuralSurrogate,
     blockwise_solve,
     dense_solve,
-    expression_graph,
-    otmann_distance,
 )
 
 torch.set_num_threads(1)
@@ -288,26 +287,7 @@ def test_blockwise_solve_equals_dense_solve(branches):
 # --- OT distance ------------------------------------------------------------------------------
 def test_ot_distance_is_symmetric_zero_on_identical_and_a_metric():
     rng = np.random.default_rng(9)
-    reg = ExpressionRegistry()
-    exprs = [GRAMMAR.sample(rng) for _ in range(45)]
-    idx = reg.indices(exprs)
-    d, db = reg.distances(idx, idx)
-    assert np.allclose(d, d.T, atol=1e-12)
-    same = np.array([[str(a) == str(b) for b in exprs] for a in exprs])
-    assert np.all(d[same] == 0.0)
-    # a pseudometric: d = 0 only if the graphs have the same labelled nodes and path
-    # lengths, so expressions with different base-kernel counts are always apart
-    counts = np.array([[a.base_counts != b.base_counts for b in exprs] for a in exprs])
-    assert np.all(d[counts] > 0.0)
-    assert np.all((db >= 0) & (db <= 1 + 1e-12))
-    # triangle inequality on all triples (d only; d_bar is not a metric)
-    viol = d[:, None, :] - (d[:, :, None] + d[None, :, :])
-    assert viol.max() <= 1e-9
-    # symmetric also when computed in the other order without the cache
-    g = [expression_graph(e) for e in exprs[:6]]
-    for a in g:
-        for b in g:
-            assert otmann_distance(a, b)[0] == pytest.approx(otmann_distance(b, a)[0], abs=1e-12)
+    assert_ot_pseudometric([GRAMMAR.sample(rng) for _ in range(45)])
 
 
 def test_ot_distance_orders_similar_expressions_closer():
