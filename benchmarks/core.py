@@ -25,11 +25,11 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from prolas import gp  # noqa: E402
 from prolas.data import load_csv  # noqa: E402
 from prolas.expr import parse  # noqa: E402
 from prolas.gp import FitConfig, fit_gp  # noqa: E402
-from prolas.gram import GramModel, linalg_seconds  # noqa: E402
+from prolas.gp import fit as gp  # noqa: E402
+from prolas.gp.gram import GramModel, linalg_seconds  # noqa: E402
 from prolas.pipeline import SearchConfig, run_search  # noqa: E402
 
 torch.set_num_threads(1)
@@ -125,7 +125,7 @@ def main() -> None:
         "",
         "The floor is the time inside the Cholesky factorisation, the solves and the inverse",
         "K^{-1} (the latter is the backward pass: the gradient is 1/2 tr((aa^T - K^{-1}) dK)),",
-        "accumulated by `prolas.gram` during the fits of the table above.",
+        "accumulated by `prolas.gp.gram` during the fits of the table above.",
         "",
         f"Fits: {fit_seconds:.2f} s in all, {floor_seconds:.2f} s of it in the linear algebra: "
         f"a fit costs **{fit_seconds / floor_seconds:.1f}x the floor** "

@@ -6,7 +6,7 @@ Writes benchmarks/PARALLEL.md. Run from the repository root:
     .venv/bin/python benchmarks/parallel.py --parts cks --depth 2
 
 Part 1 (CKS, data/mauna.csv): the same greedy search three times in one run:
-in-process (1 worker), a 2-process pool (:class:`prolas.executors.ProcessPool`) and a
+in-process (1 worker), a 2-process pool (:class:`prolas.search.executors.ProcessPool`) and a
 Dask LocalCluster of 2 single-threaded workers. All fits use one torch thread, so
 the ratio measures parallel fitting, not thread oversubscription. Each executor is
 started and warmed up (one tiny fit per worker; the in-process run warms up the same
@@ -42,10 +42,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from prolas.data import Dataset, load_csv  # noqa: E402
-from prolas.executors import ProcessPool, available_cores, make_executor  # noqa: E402
 from prolas.expr import parse  # noqa: E402
 from prolas.gp import FitConfig, GPScorer  # noqa: E402
 from prolas.search.evaluator import Evaluator  # noqa: E402
+from prolas.search.executors import ProcessPool, available_cores, make_executor  # noqa: E402
 from prolas.search.greedy import search_cks  # noqa: E402
 
 torch.set_num_threads(1)

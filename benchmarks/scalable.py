@@ -1,4 +1,4 @@
-"""SGPR refit (prolas.scalable) against the exact fit, and against GPyTorch's SGPR.
+"""SGPR refit (prolas.gp.scalable) against the exact fit, and against GPyTorch's SGPR.
 
 Series: synthetic, the same function sampled at N evenly spaced points over 40 "years"
 (``x`` in [0, 40]): a linear trend, a yearly cycle whose amplitude drifts, a random
@@ -19,7 +19,7 @@ seed 0): the start both refits share. Then, each in a fresh process (so that
   units; seconds of the (re)fit; peak RSS of the process (``resource.getrusage``).
 
 ``--eval`` rows time one value-and-gradient of the bound at the start
-hyperparameters, prolas.scalable against ``gpytorch.kernels.InducingPointKernel`` in
+hyperparameters, prolas.gp.scalable against ``gpytorch.kernels.InducingPointKernel`` in
 an ``ExactGP`` (default settings, where its ``LowRankRootAddedDiagLinearOperator``
 uses Woodbury and a Cholesky of the M x M capacitance; with
 ``fast_computations(False, False, False)`` it factorises the dense N x N matrix).
@@ -111,7 +111,7 @@ def child(cfg: dict) -> dict:
     import torch
 
     from prolas.gp import FitConfig, FitResult, fit_gp, predict
-    from prolas.scalable import predict_sgpr, refit_sgpr
+    from prolas.gp.scalable import predict_sgpr, refit_sgpr
 
     n, kind = cfg["n"], cfg["kind"]
     train, test = split(n)
@@ -142,7 +142,7 @@ def child(cfg: dict) -> dict:
             if train.n <= 5000:
                 out["ll_exact"] = exact_ll(fit, train) / train.n
     elif kind == "eval-prolas":
-        from prolas.scalable import _problem
+        from prolas.gp.scalable import _problem
 
         t0 = time.perf_counter()
         problem, theta = _problem(start, train, cfg["m"])
@@ -167,8 +167,8 @@ def gpytorch_eval(start, train, m: int) -> dict:
     import torch
 
     from prolas.gp import DTYPE, NOISE_FLOOR, natural_covar_module
-    from prolas.kernels import log_positive
-    from prolas.scalable import inducing_inputs
+    from prolas.gp.kernels import log_positive
+    from prolas.gp.scalable import inducing_inputs
 
     X = torch.tensor(train.x, dtype=DTYPE).reshape(-1, 1)
     Y = torch.tensor(train.y_standardised, dtype=DTYPE)

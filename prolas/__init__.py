@@ -11,8 +11,11 @@ Public API::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+# The subpackage prolas.search is imported before the function `search` below is
+# defined: importing a package's submodule for the first time binds it as an attribute
+# of its parent, so a later first import of prolas.search would replace the function.
+import prolas.search  # noqa: F401  (before `def search`, see above)
+from prolas._version import __version__
 from prolas.data import Dataset, extrapolation_split, load_csv
 from prolas.errors import ProlasError
 from prolas.expr import LIN, PER, RQ, SE, Expression, parse

@@ -67,8 +67,9 @@ from prolas.expr import parse
 from prolas.gp import FitConfig, FitResult, GPScorer, fit_gp
 from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR
 from prolas.pipeline import METHODS, SearchConfig, refit, run_search, search_data
+from prolas.records import Evaluation, Score, SearchResult, history_entry, json_clean, write_json
 from prolas.search.cache import CachedScorer
-from prolas.search.evaluator import Evaluation, Evaluator, Score, SearchResult
+from prolas.search.evaluator import Evaluator
 
 __all__ = [
     "DATASETS",
@@ -351,26 +352,14 @@ def _cell_path(out: Path, dataset: str, label: str, seed: int) -> Path:
 
 
 def _json_safe(obj):
-    from prolas.report import _clean
-
     try:
-        return json.loads(json.dumps(_clean(obj), default=str, allow_nan=False))
+        return json.loads(json.dumps(json_clean(obj), default=str, allow_nan=False))
     except (TypeError, ValueError):
         return str(obj)
 
 
-def _write_json(path: Path, doc: dict) -> None:
-    """Atomic write (a cell file either exists complete or not at all)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
-    os.replace(tmp, path)
-
-
 def _history_rows(history: Iterable[Evaluation]) -> list[dict]:
-    from prolas.report import _history_entry
-
-    return [_history_entry(e) for e in history]
+    return [history_entry(e) for e in history]
 
 
 def _run_cell(
@@ -450,7 +439,7 @@ def _provenance() -> dict:
     import subprocess
     from importlib import metadata
 
-    from prolas import __version__
+    from prolas._version import __version__
 
     packages = {}
     for name in PROVENANCE_PACKAGES:
@@ -505,7 +494,7 @@ def _prepare_out(out: Path, config: BenchConfig, resume: bool, kind: str) -> Non
         old = json.loads(meta.read_text())
         runs = old.get("runs", [old["last_run"]] if "last_run" in old else [])
     run = {**config.to_json(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), **_provenance()}
-    _write_json(meta, {"kind": kind, "settings": config.settings(), "runs": runs + [run]})
+    write_json(meta, {"kind": kind, "settings": config.settings(), "runs": runs + [run]}, indent=1)
 
 
 # --- search-quality grid -------------------------------------------------------------------
@@ -563,7 +552,7 @@ def run_bench(
             cell, _, _ = _run_cell(ds, spec, seed, config, scorer, bar.on_result)
             bar.finish(config.budget)
             cell["dataset"] = name
-            _write_json(_cell_path(out, name, spec.label, seed), cell)
+            write_json(_cell_path(out, name, spec.label, seed), cell, indent=1)
             run.cells_run += 1
             run.new_fits += cell["new_fits"]
     finally:
@@ -897,7 +886,7 @@ def run_extrapolation(
                 }
             else:
                 cell["test"] = None
-            _write_json(_cell_path(out, name, spec.label, seed), cell)
+            write_json(_cell_path(out, name, spec.label, seed), cell, indent=1)
             run.cells_run += 1
             run.new_fits += cell["new_fits"]
     finally:
@@ -1206,7 +1195,7 @@ def _peak_rss_mb() -> float:
 def _measure_fit(n: int, expression: str, restarts: int) -> dict:
     """Worker: one exact fit at size n (fresh process), with peak memory and the share of
     its time spent in the linear algebra (Cholesky, solves, inverse)."""
-    from prolas.gram import linalg_seconds
+    from prolas.gp.gram import linalg_seconds
 
     ds = synthetic_series(n)
     fit_gp(expression, synthetic_series(50), FitConfig(restarts=2))  # warm-up (imports, kernels)
@@ -1436,7 +1425,7 @@ def run_performance(
         "Synthetic series on a fixed span (`prolas.bench.synthetic_series`). The fit screens "
         "every restart on at most 200 evenly spaced points, then polishes the best 2 on all "
         "N. Linear algebra: the share of the fit's time inside the Cholesky factorisation, "
-        "the solves and the inverse (`prolas.gram`).",
+        "the solves and the inverse (`prolas.gp.gram`).",
         "",
         "| N | seconds | log-likelihood | linear algebra | peak RSS (MB) |",
         "|---|---|---|---|---|",

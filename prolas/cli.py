@@ -585,9 +585,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
         f"y={dataset.y_column!r}); search={config.method}, budget={config.budget}, "
         f"restarts={config.restarts}, seed={config.seed}"
     )
-    from prolas.executors import default_workers, make_executor
-    from prolas.journal import open_journal
     from prolas.pipeline import make_evaluator, search_data
+    from prolas.search.executors import default_workers, make_executor
+    from prolas.search.journal import open_journal
 
     searched = search_data(dataset, config)
     if searched is not dataset:
@@ -650,9 +650,8 @@ def _add_execution_args(p: argparse.ArgumentParser) -> None:
 
 def _write_partial(out, dataset, config, ev, journal) -> int:
     """Ctrl-C: write a valid result.json of the evaluations finished so far; exit 130."""
-    import os
 
-    from prolas import report
+    from prolas import records, report
     from prolas.pipeline import best_fit, make_evaluator, search_data
 
     searched = search_data(dataset, config)
@@ -674,9 +673,7 @@ def _write_partial(out, dataset, config, ev, journal) -> int:
         checkpoint=config.checkpoint if config.method == "prolas" else None,
         searched_indices=_searched_indices(dataset, config),
     )
-    tmp = out / "result.json.partial"
-    tmp.write_text(report.dumps_strict(doc, what=str(out / "result.json"), indent=2) + "\n")
-    os.replace(tmp, out / "result.json")
+    records.write_json(out / "result.json", doc)
     print(
         f"prolas: interrupted after {result.evaluations} of {config.budget} evaluations; "
         f"partial result in {out / 'result.json'}; continue with the same command and --resume",

@@ -40,7 +40,8 @@ from prolas.data import Dataset
 from prolas.errors import ProlasError
 from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR
 from prolas.pipeline import METHODS, SearchConfig
-from prolas.search.evaluator import Evaluator, SearchResult
+from prolas.records import SearchResult
+from prolas.search.evaluator import Evaluator
 
 __all__ = ["CompareResult", "run_compare", "summarise", "reach_index", "CHECKPOINTS_AT"]
 

@@ -62,7 +62,7 @@ from prolas.limits import FORECAST_METHODS
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.pipeline import SearchConfig
-    from prolas.search.evaluator import SearchResult
+    from prolas.records import SearchResult
 
 __all__ = [
     "Forecast",

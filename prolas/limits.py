@@ -4,7 +4,7 @@ exactly, and which grammar and checkpoint a search uses.
 Exact GP fits cost O(N^3) time and O(N^2) memory. A long series is therefore searched on
 an evenly spaced subsample of :data:`SEARCH_POINTS` points, and the chosen model is
 refitted on all points: exactly up to :data:`EXACT_REFIT_LIMIT` points, beyond that with a
-sparse variational GP (:mod:`prolas.scalable`). The figures behind both numbers are in
+sparse variational GP (:mod:`prolas.gp.scalable`). The figures behind both numbers are in
 ``benchmarks/SCALING.md``.
 """
 

@@ -21,10 +21,11 @@ from prolas.data import Dataset
 from prolas.errors import ProlasError
 from prolas.gp import FitConfig, FitResult, GPScorer, fit_gp
 from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR, EXACT_REFIT_LIMIT, SEARCH_POINTS
-from prolas.search.evaluator import Evaluation, Evaluator, SearchResult
+from prolas.records import Evaluation, SearchResult
+from prolas.search.evaluator import Evaluator
 
 if TYPE_CHECKING:  # pragma: no cover
-    from prolas.journal import Journal
+    from prolas.search.journal import Journal
 
 __all__ = [
     "SearchConfig",
@@ -153,10 +154,10 @@ def run_search(
         evaluator: use this Evaluator (else one is made from ``executor`` and
             ``on_result``; see :func:`make_evaluator`); it must score
             ``search_data(dataset, config)``.
-        executor: where the fits run (:func:`prolas.executors.make_executor`);
+        executor: where the fits run (:func:`prolas.search.executors.make_executor`);
             ``None`` fits in-process. Batches are fitted in parallel, with the same
             result as sequential fitting.
-        journal: a :class:`prolas.journal.Journal`; every finished evaluation is
+        journal: a :class:`prolas.search.journal.Journal`; every finished evaluation is
             appended to it before the search moves on, and the evaluations it
             already holds are replayed without refitting (resume).
     """
@@ -192,13 +193,13 @@ def refit(fit: FitResult, dataset: Dataset, config: SearchConfig) -> FitResult:
 
     Exact (``fit_gp`` warm-started at ``fit``, so never worse than conditioning on
     its hyperparameters) up to :data:`EXACT_REFIT_LIMIT` points; beyond, the SGPR
-    collapsed bound (:func:`prolas.scalable.refit_sgpr`), whose ``log_likelihood`` is a
+    collapsed bound (:func:`prolas.gp.scalable.refit_sgpr`), whose ``log_likelihood`` is a
     lower bound and is marked by ``approximation``. A failed refit returns the failure
     (with its reason), never the subsample's numbers as if they were the full data's.
     """
     if dataset.n <= EXACT_REFIT_LIMIT:
         return fit_gp(fit.expression, dataset, replace(config.fit_config, restarts=1), init=fit)
-    from prolas.scalable import refit_sgpr
+    from prolas.gp.scalable import refit_sgpr
 
     return refit_sgpr(fit, dataset)
 

@@ -37,7 +37,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Iterable, Sequence
@@ -47,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from prolas import __version__
+from prolas._version import __version__
 from prolas.data import Dataset
 from prolas.errors import ExpressionError, NonFiniteError
 from prolas.expr import (
@@ -59,7 +58,17 @@ from prolas.expr import (
     parse,
 )
 from prolas.gp import FitResult, decompose, predict
-from prolas.search.evaluator import Evaluation, SearchResult, first_non_finite, one_line
+from prolas.records import (
+    HISTORY_KEYS,
+    Evaluation,
+    SearchResult,
+    dumps_strict,
+    first_non_finite,
+    history_entry,
+    json_clean,
+    one_line,
+    plain,
+)
 
 __all__ = [
     "dumps_strict",
@@ -107,65 +116,10 @@ _BEST_KEYS = (
     "noise_variance",
     "log_likelihood_kind",
 )
-#: Fields of one history entry (result.json) and of one journal line.
-HISTORY_KEYS = (
-    "index",
-    "expression",
-    "status",
-    "bic",
-    "log_likelihood",
-    "n_params",
-    "seconds",
-    "error",
-)
 _TEST_KEYS = ("path", "n", "rmse", "mean_log_predictive_density")
 
 
 # --- result.json --------------------------------------------------------------------
-
-
-def dumps_strict(doc: Any, *, what: str = "JSON", indent: int | None = None) -> str:
-    """``json.dumps(doc, allow_nan=False)``, refusing a non-finite number by name.
-
-    The one writer of result.json and of journal lines. NaN and infinities are not
-    JSON; rather than write ``NaN`` (invalid) or silently ``null`` (a lost number),
-    it raises :class:`~prolas.errors.NonFiniteError` naming the first one, e.g.
-    ``"result.json: non-finite number best.terms[0].factors[1].period = inf"``.
-    Other types that are not JSON raise ``TypeError`` as ``json.dumps`` does.
-
-    >>> dumps_strict({"bic": 1.5})
-    '{"bic": 1.5}'
-    >>> dumps_strict({"bic": float("nan")}, what="journal line")
-    Traceback (most recent call last):
-    ...
-    prolas.errors.NonFiniteError: journal line: non-finite number bic = nan
-    """
-    found = first_non_finite(doc)
-    if found is not None:
-        raise NonFiniteError(f"{what}: non-finite number {found}")
-    return json.dumps(doc, indent=indent, allow_nan=False)
-
-
-def _clean(obj: Any) -> Any:
-    """JSON-safe copy: numpy scalars -> Python, non-finite floats -> None, tuples -> lists."""
-    return _plain(obj, non_finite_to_none=True)
-
-
-def _plain(obj: Any, non_finite_to_none: bool = False) -> Any:
-    """JSON-ready copy (numpy scalars -> Python, tuples -> lists); every value is kept
-    unless ``non_finite_to_none``, which turns NaN and infinities into None."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v, non_finite_to_none) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v, non_finite_to_none) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        v = float(obj)
-        return None if non_finite_to_none and not math.isfinite(v) else v
-    return obj
 
 
 def log_likelihood_kind(fit: FitResult) -> str:
@@ -177,7 +131,7 @@ def _best_block(best: FitResult | None) -> dict | None:
     """The ``best`` block; a best model holding a non-finite number is refused."""
     if best is None or not best.ok:
         return None
-    block = _plain(best.to_json())
+    block = plain(best.to_json())
     block["log_likelihood_kind"] = log_likelihood_kind(best)
     found = first_non_finite(block)
     if found is not None:
@@ -186,18 +140,6 @@ def _best_block(best: FitResult | None) -> dict | None:
             "its evaluations are kept in the journal"
         )
     return block
-
-
-def _history_entry(e: Evaluation) -> dict:
-    d = _clean(e.to_json())
-    if d["status"] == "ok" and d["bic"] is None:
-        # an "ok" fit with a non-finite score cannot be ranked: record it as failed
-        d["status"] = "failed"
-        d["error"] = d["error"] or "non-finite BIC"
-    if d["status"] != "ok":
-        d["bic"] = None
-        d["error"] = d["error"] or "failed (no reason recorded)"
-    return d
 
 
 def result_to_json(
@@ -232,13 +174,13 @@ def result_to_json(
     """
     doc = {
         "prolas_version": __version__,
-        "data": _clean(dataset.to_json()),
+        "data": json_clean(dataset.to_json()),
         "search": {
             "method": str(method),
             "seed": int(seed),
             "budget": int(budget),
             "evaluations": len(result.history),
-            "wall_seconds": _clean(round(float(result.wall_seconds), 3)),
+            "wall_seconds": json_clean(round(float(result.wall_seconds), 3)),
             "checkpoint": checkpoint,
             "searched_on": None
             if searched_indices is None
@@ -249,10 +191,10 @@ def result_to_json(
             },
         },
         "best": _best_block(best),
-        "history": [_history_entry(e) for e in result.history],
+        "history": [history_entry(e) for e in result.history],
     }
     if test is not None:
-        doc["test"] = _clean({k: test[k] for k in _TEST_KEYS})
+        doc["test"] = json_clean({k: test[k] for k in _TEST_KEYS})
     return doc
 
 
@@ -573,7 +515,7 @@ def flat_factors(fit: FitResult, dataset: Dataset) -> list[set[int]]:
     """
     import torch
 
-    from prolas.gp import DTYPE, _term_factors, natural_covar_module
+    from prolas.gp import DTYPE, natural_covar_module, term_factors
 
     x = torch.tensor(dataset.x[dataset.spaced_indices(_FLAT_POINTS)], dtype=DTYPE).reshape(-1, 1)
     tol = FLAT_TOLERANCE * float(fit.noise_variance or 0.0)
@@ -581,7 +523,7 @@ def flat_factors(fit: FitResult, dataset: Dataset) -> list[set[int]]:
     out: list[set[int]] = []
     with torch.no_grad():
         for scale, term in zip(module.kernels, fit.terms):
-            mats = [f.forward(x, x) for f in _term_factors(scale)]
+            mats = [f.forward(x, x) for f in term_factors(scale)]
             flat = set()
             for i, factor in enumerate(term.factors):
                 if factor.kernel == "LIN":

@@ -18,7 +18,7 @@ from conftest import fit_from_params
 from prolas.data import Dataset
 from prolas.expr import CP, CW, LIN, PER, SE, C, parse
 from prolas.gp import FitResult, fit_gp, natural_covar_module
-from prolas.gram import GramModel
+from prolas.gp.gram import GramModel
 from prolas.report import validate_result_json
 from prolas.search.evaluator import Evaluator
 from prolas.search.greedy import expand, search_cks

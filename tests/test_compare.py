@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from prolas.compare import reach_index, run_compare, summarise
-from prolas.search.evaluator import Evaluation, SearchResult, TableScorer
+from prolas.records import Evaluation, SearchResult
+from prolas.search.evaluator import TableScorer
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"

@@ -13,14 +13,14 @@ from prolas.expr import parse
 from prolas.gp import (
     FitConfig,
     FitResult,
-    _initial_thetas,
     dense_covariance,
     fit_gp,
     inherit_theta,
     natural_covar_module,
     theta_to_natural,
 )
-from prolas.gram import GramModel
+from prolas.gp.fit import _initial_thetas
+from prolas.gp.gram import GramModel
 from prolas.grammar import Grammar
 
 EXPRESSIONS = ["SE", "LIN", "PER", "RQ", "LIN*PER*SE + LIN*SE", "PER*RQ + RQ + SE", "LIN*LIN + RQ"]

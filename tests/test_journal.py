@@ -14,7 +14,11 @@ from prolas.errors import OutputExistsError
 from prolas.expr import Expression, parse
 from prolas.gp import FactorFit, FitResult, TermFit
 from prolas.grammar import Grammar
-from prolas.journal import (
+from prolas.pipeline import SearchConfig, best_fit
+from prolas.records import Evaluation, Score
+from prolas.search.evaluator import BudgetExhausted, Evaluator
+from prolas.search.greedy import search_cks
+from prolas.search.journal import (
     Journal,
     JournalError,
     JournalWarning,
@@ -24,9 +28,6 @@ from prolas.journal import (
     open_journal,
     read_journal,
 )
-from prolas.pipeline import SearchConfig, best_fit
-from prolas.search.evaluator import BudgetExhausted, Evaluation, Evaluator, Score
-from prolas.search.greedy import search_cks
 from prolas.search.random_search import search_random
 from prolas.search.structural import search_structural
 
@@ -179,7 +180,7 @@ def test_entry_round_trip_keeps_the_fitted_model_so_the_best_needs_no_refit() ->
     failed = Evaluation(4, "RQ", "failed", None, None, 4, 0.1, "Cholesky failed")
     assert entry_from_json(entry_to_json(failed, 8.0))[0] == failed
     # best_fit takes the journalled model (a refit would need a data set of n = 144)
-    from prolas.search.evaluator import SearchResult
+    from prolas.records import SearchResult
 
     tiny = Dataset.from_arrays([0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 1.0, 0.0, 1.0, 0.5])
     result = SearchResult("cks", 0, 5, [back], 1.0)

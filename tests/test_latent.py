@@ -20,7 +20,8 @@ import pytest
 
 from prolas.expr import Expression, parse
 from prolas.pipeline import SearchConfig
-from prolas.search.evaluator import Evaluator, Score
+from prolas.records import Score
+from prolas.search.evaluator import Evaluator
 from prolas.search.latent import LatentBOConfig, search_prolas
 from prolas.search.random_search import search_random
 

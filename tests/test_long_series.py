@@ -88,7 +88,7 @@ def test_twenty_thousand_points_searched_on_a_subsample_refitted_with_sgpr() -> 
     mean, _ = predict(best, ds, np.array([2009.0, 2009.25]))
     np.testing.assert_allclose(mean, 1.5 * 9.0 + np.sin(2 * np.pi * np.array([0, 0.25])), atol=0.6)
     # the bound on all points is at least the subsample fit's bound (it started there)
-    from prolas.scalable import sgpr_bound
+    from prolas.gp.scalable import sgpr_bound
 
     assert best.log_likelihood >= sgpr_bound(result.best.fit, ds, inducing=512) - 1e-6
 

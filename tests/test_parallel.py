@@ -15,13 +15,14 @@ import pytest
 
 from prolas.cli import main
 from prolas.data import Dataset
-from prolas.executors import ExecutorError, ProcessPool, default_workers, make_executor
 from prolas.expr import Expression, parse
 from prolas.gp import FitConfig, GPScorer
-from prolas.journal import JournalWarning
+from prolas.records import Score
 from prolas.report import validate_result_json
-from prolas.search.evaluator import Evaluator, Score
+from prolas.search.evaluator import Evaluator
+from prolas.search.executors import ExecutorError, ProcessPool, default_workers, make_executor
 from prolas.search.greedy import search_cks
+from prolas.search.journal import JournalWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 AIRLINE = str(ROOT / "data" / "airline.csv")

@@ -15,7 +15,8 @@ from prolas.errors import ProlasError
 from prolas.expr import parse
 from prolas.grammar import Grammar
 from prolas.pipeline import SearchConfig
-from prolas.search.evaluator import Evaluator, Score
+from prolas.records import Score
+from prolas.search.evaluator import Evaluator
 from prolas.search.latent import LatentBOConfig, search_prolas
 from prolas.search.portfolio import BenchmarkScores, _rank_percentiles, excluded_series
 

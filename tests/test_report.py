@@ -20,7 +20,8 @@ from prolas import report
 from prolas.data import Dataset, extrapolation_split
 from prolas.expr import parse
 from prolas.gp import FitConfig, GPScorer, fit_gp
-from prolas.search.evaluator import Evaluation, Evaluator, Score, SearchResult
+from prolas.records import Evaluation, Score, SearchResult
+from prolas.search.evaluator import Evaluator
 
 PERIOD = 2.5
 EXPRESSIONS = ["SE", "LIN", "PER", "RQ", "LIN + PER"]
@@ -155,7 +156,7 @@ def test_validator_rejects_broken_documents(search, name, change, expected):
 
 
 def numpy_kernel(name: str, p: dict, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """DESIGN.md kernel formulas, written independently of prolas.kernels."""
+    """DESIGN.md kernel formulas, written independently of prolas.gp.kernels."""
     d = a[:, None] - b[None, :]
     if name == "SE":
         return np.exp(-(d**2) / (2 * p["lengthscale"] ** 2))

@@ -3,7 +3,7 @@
 * The Evaluator guard (:func:`prolas.search.evaluator.checked_score`): an ``"ok"``
   score carrying a NaN/inf (BIC, log-likelihood, a hyperparameter, the noise) or a
   scorer that raises becomes a failed evaluation with a one-line reason.
-* The strict writer (:func:`prolas.report.dumps_strict`): journal lines and
+* The strict writer (:func:`prolas.records.dumps_strict`): journal lines and
   result.json never hold NaN/Infinity; if one slips past the guard, writing fails
   loudly, naming it.
 * The report with no successful fit, or with failed evaluations.
@@ -31,21 +31,15 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from prolas import report
+from prolas import records, report
 from prolas.data import MAX_MAGNITUDE, Dataset, _moments, load_csv
 from prolas.errors import DataError, NonFiniteError
 from prolas.expr import parse
 from prolas.gp import FactorFit, FitConfig, FitResult, GPScorer, TermFit, fit_gp
-from prolas.journal import JOURNAL_NAME, Journal, open_journal, read_journal
 from prolas.pipeline import SearchConfig, run_search
-from prolas.search.evaluator import (
-    Evaluation,
-    Evaluator,
-    Score,
-    SearchResult,
-    TableScorer,
-    first_non_finite,
-)
+from prolas.records import Evaluation, Score, SearchResult, first_non_finite
+from prolas.search.evaluator import Evaluator, TableScorer
+from prolas.search.journal import JOURNAL_NAME, Journal, open_journal, read_journal
 
 #: Small, fast fits for the property tests (the GP fit itself is tested in test_gp).
 FAST = FitConfig(restarts=2, max_iter=30, screen_iter=10)
@@ -172,8 +166,8 @@ def test_first_non_finite_walks_nested_values() -> None:
 def test_dumps_strict_refuses_non_finite_numbers_by_name() -> None:
     """Checks: NaN/inf raise NonFiniteError (a ValueError) naming the field."""
     with pytest.raises(NonFiniteError, match=r"best\.terms\[0\]\.variance = inf"):
-        report.dumps_strict({"best": {"terms": [{"variance": math.inf}]}})
-    assert strict_loads(report.dumps_strict({"a": [1.5, None]}, indent=2)) == {"a": [1.5, None]}
+        records.dumps_strict({"best": {"terms": [{"variance": math.inf}]}})
+    assert strict_loads(records.dumps_strict({"a": [1.5, None]}, indent=2)) == {"a": [1.5, None]}
 
 
 def test_journal_fails_loudly_on_an_unguarded_non_finite_ok_entry(tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""SGPR refit (prolas.scalable): the bound against the exact likelihood, prediction, refit."""
+"""SGPR refit (prolas.gp.scalable): the bound against the exact likelihood, prediction, refit."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from prolas.gp import (
     predict,
     theta_to_natural,
 )
-from prolas.gram import GramModel
-from prolas.scalable import (
+from prolas.gp.gram import GramModel
+from prolas.gp.scalable import (
     _problem,
     decompose_sgpr,
     inducing_inputs,

@@ -11,7 +11,8 @@ from prolas.data import Dataset
 from prolas.expr import parse
 from prolas.gp import FitConfig, GPScorer
 from prolas.grammar import Grammar
-from prolas.search.evaluator import BudgetExhausted, Evaluator, Score, TableScorer
+from prolas.records import Score
+from prolas.search.evaluator import BudgetExhausted, Evaluator, TableScorer
 from prolas.search.greedy import expand, search_cks
 from prolas.search.random_search import search_random
 

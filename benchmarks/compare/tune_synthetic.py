@@ -21,7 +21,8 @@ import torch
 
 from prolas.expr import Expression, parse
 from prolas.pipeline import SearchConfig
-from prolas.search.evaluator import Evaluator, Score
+from prolas.records import Score
+from prolas.search.evaluator import Evaluator
 from prolas.search.latent import LatentBOConfig, resolve_vae, search_prolas
 from prolas.search.random_search import search_random
 

@@ -1,12 +1,5 @@
-"""Search strategies over kernel expressions; all share :class:`Evaluator`."""
+"""The search layer: strategies over kernel expressions, all scored by one :class:`Evaluator`."""
 
-from prolas.search.evaluator import (
-    BudgetExhausted,
-    Evaluation,
-    Evaluator,
-    Score,
-    SearchResult,
-    TableScorer,
-)
+from prolas.search.evaluator import BudgetExhausted, Evaluator, TableScorer
 
-__all__ = ["BudgetExhausted", "Evaluation", "Evaluator", "Score", "SearchResult", "TableScorer"]
+__all__ = ["BudgetExhausted", "Evaluator", "TableScorer"]

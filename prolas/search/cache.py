@@ -24,7 +24,7 @@ from pathlib import Path
 
 from prolas.expr import Expression
 from prolas.gp import FitResult, GPScorer
-from prolas.search.evaluator import Score
+from prolas.records import Score
 
 __all__ = ["CachedScorer", "scorer_fingerprint"]
 

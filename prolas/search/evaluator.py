@@ -28,100 +28,25 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import BrokenExecutor, Executor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from prolas.expr import Expression, parse
+from prolas.records import Evaluation, Score, SearchResult, first_non_finite, one_line
 
 __all__ = [
-    "Score",
     "checked_score",
-    "first_non_finite",
-    "one_line",
     "Scorer",
-    "Evaluation",
     "Evaluator",
-    "SearchResult",
     "TableScorer",
     "BudgetExhausted",
 ]
-
-
-@dataclass(frozen=True)
-class Score:
-    """What a scorer returns for one expression.
-
-    ``bic`` is ``None`` when ``status == "failed"`` (``error`` then says why).
-    ``fit`` optionally carries the full :class:`prolas.gp.FitResult`.
-    """
-
-    expression: str
-    status: str
-    bic: float | None
-    log_likelihood: float | None
-    n_params: int
-    seconds: float
-    error: str | None = None
-    fit: Any = None
-
-    @classmethod
-    def failed(cls, expr: Expression, error: str, seconds: float = 0.0) -> Score:
-        return cls(str(expr), "failed", None, None, expr.n_params, seconds, error)
-
-
-#: Longest error text kept for a failed evaluation (one line in result.json and report.md).
-MAX_ERROR_CHARS = 300
-
-
-def one_line(text: object, limit: int = MAX_ERROR_CHARS) -> str:
-    """``text`` as one line: whitespace runs (newlines included) collapsed to one
-    space, cut to ``limit`` characters with an ellipsis.
-
-    >>> one_line("Cholesky failed\\n  at restart 3")
-    'Cholesky failed at restart 3'
-    """
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def _exception_reason(exc: BaseException, note: str = "") -> str:
     """``"<note>TypeName: message"`` on one line (the message may be empty)."""
     msg = one_line(exc)
     return one_line(f"{note}{type(exc).__name__}" + (f": {msg}" if msg else ""))
-
-
-def first_non_finite(obj: Any, path: str = "") -> str | None:
-    """The first number in a nested JSON-like value that is not finite, or ``None``.
-
-    Walks dicts (in key order), lists and tuples; a float, NumPy floating scalar or
-    zero-dimensional array that is NaN or infinite is reported as
-    ``"<path> = <value>"``, e.g. ``"terms[0].factors[1].period = inf"``. Integers,
-    booleans, strings and ``None`` are fine.
-
-    >>> first_non_finite({"terms": [{"variance": 1.0, "factors": [{"period": float("inf")}]}]})
-    'terms[0].factors[0].period = inf'
-    >>> first_non_finite({"bic": -3.5, "error": None}) is None
-    True
-    """
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            found = first_non_finite(v, f"{path}.{k}" if path else str(k))
-            if found is not None:
-                return found
-        return None
-    if isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            found = first_non_finite(v, f"{path}[{i}]")
-            if found is not None:
-                return found
-        return None
-    if isinstance(obj, bool) or obj is None or isinstance(obj, (str, int)):
-        return None
-    try:
-        value = float(obj)
-    except (TypeError, ValueError):
-        return None  # not a number (the JSON encoder judges other types)
-    return None if math.isfinite(value) else f"{path or 'value'} = {value}"
 
 
 def _score_problem(score: Score) -> str | None:
@@ -230,75 +155,8 @@ class TableScorer:
         return Score(key, "ok", value, value, expr.n_params, 0.0)
 
 
-@dataclass(frozen=True)
-class Evaluation:
-    """One entry of a search history.
-
-    Attributes:
-        index: 1-based position among unique evaluations (None for a cached repeat).
-        cached: True if the expression had been evaluated before (no budget cost).
-    """
-
-    index: int | None
-    expression: str
-    status: str
-    bic: float | None
-    log_likelihood: float | None
-    n_params: int
-    seconds: float
-    error: str | None
-    cached: bool = False
-    fit: Any = field(default=None, repr=False, compare=False)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok" and self.bic is not None and math.isfinite(self.bic)
-
-    def to_json(self) -> dict:
-        return {
-            "index": self.index,
-            "expression": self.expression,
-            "status": self.status,
-            "bic": self.bic,
-            "log_likelihood": self.log_likelihood,
-            "n_params": self.n_params,
-            "seconds": round(self.seconds, 4),
-            "error": self.error,
-        }
-
-
 class BudgetExhausted(Exception):
     """Raised by :meth:`Evaluator.evaluate` when a new expression would exceed the budget."""
-
-
-@dataclass
-class SearchResult:
-    """What every strategy returns: the unique-evaluation history and the best model."""
-
-    method: str
-    seed: int
-    budget: int
-    history: list[Evaluation]
-    wall_seconds: float
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def best(self) -> Evaluation | None:
-        ok = [e for e in self.history if e.ok]
-        return max(ok, key=lambda e: (e.bic, -e.index)) if ok else None
-
-    @property
-    def evaluations(self) -> int:
-        return len(self.history)
-
-    def best_trace(self) -> list[float]:
-        """Best BIC after each unique evaluation (-inf before the first success)."""
-        out, best = [], -math.inf
-        for e in self.history:
-            if e.ok:
-                best = max(best, e.bic)
-            out.append(best)
-        return out
 
 
 class Evaluator:
@@ -308,7 +166,7 @@ class Evaluator:
         scorer: callable ``Expression -> Score`` (e.g. :class:`prolas.gp.GPScorer`).
         budget: maximum number of unique expensive evaluations.
         executor: a ``concurrent.futures.Executor`` (process pool, Dask client
-            executor; see :func:`prolas.executors.make_executor`) on which
+            executor; see :func:`prolas.search.executors.make_executor`) on which
             :meth:`evaluate_many` fits a whole batch at once; ``None`` runs in-process.
         on_result: called with each new (non-cached) Evaluation in index order, as
             soon as it and every earlier proposal of its batch have finished (e.g. to
@@ -324,7 +182,7 @@ class Evaluator:
     A process pool whose worker died fails *every* outstanding fit with
     ``BrokenExecutor`` without saying which fit killed it, so such a failure is not
     charged to any expression: the outstanding fits are resubmitted as a batch
-    (a pool from :func:`prolas.executors.make_executor` recreates itself); if the
+    (a pool from :func:`prolas.search.executors.make_executor` recreates itself); if the
     pool breaks again, the remaining fits run one at a time, where a death is
     attributable and counts as an attempt. A crashing expression therefore ends up
     ``failed`` and the others are fitted normally.

@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from prolas.expr import CP, CW, Base, ChangeItem, Expression, Item, from_items, parse
-from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
+from prolas.records import SearchResult
+from prolas.search.evaluator import BudgetExhausted, Evaluator
 
 __all__ = ["expand", "search_cks", "STANDARD_BASE_KERNELS"]
 

@@ -78,7 +78,8 @@ import torch
 
 from prolas.errors import ProlasError
 from prolas.expr import Expression, parse
-from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
+from prolas.records import SearchResult
+from prolas.search.evaluator import BudgetExhausted, Evaluator
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.data import Dataset

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from prolas.grammar import Grammar
-from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
+from prolas.records import SearchResult
+from prolas.search.evaluator import BudgetExhausted, Evaluator
 
 __all__ = ["search_random"]
 

@@ -37,7 +37,8 @@ import torch
 from prolas.errors import NumericsWarning
 from prolas.grammar import Grammar
 from prolas.grammar import Sequence as GSeq
-from prolas.search.evaluator import BudgetExhausted, Evaluation, Evaluator, SearchResult
+from prolas.records import Evaluation, SearchResult
+from prolas.search.evaluator import BudgetExhausted, Evaluator
 from prolas.surrogates.acquisition import ACQ_OPTIMISERS, optimise_acquisition
 from prolas.surrogates.model import SURROGATES, StructuralSurrogate
 

@@ -9,7 +9,7 @@ File format (JSON lines, UTF-8):
   settings (CKS depth; grammar content hash; batch; checkpoint; surrogate). The
   budget is *not* part of it: a run may be resumed with a larger budget.
 * one line per finished evaluation, in history order: the
-  :class:`~prolas.search.evaluator.Evaluation` fields, ``elapsed`` (wall seconds
+  :class:`~prolas.records.Evaluation` fields, ``elapsed`` (wall seconds
   since the search started) and ``fit``, the fitted model (the ``best`` block of
   result.json plus ``n``, ``seconds``, ``restarts``; ``null`` for a failed fit), so
   the best model of a resumed search needs no refit.
@@ -18,7 +18,7 @@ Every line is written, flushed and ``fsync``-ed by :meth:`Journal.append` from t
 Evaluator's ``on_result`` hook, i.e. before the search sees the result and moves on.
 Durability therefore costs one fsync (≈ milliseconds) per GP fit (≈ seconds).
 
-Lines are strict JSON (:func:`prolas.report.dumps_strict`): an ``"ok"`` entry's
+Lines are strict JSON (:func:`prolas.records.dumps_strict`): an ``"ok"`` entry's
 numbers and its fitted model are finite (the Evaluator fails any fit that is not,
 :func:`~prolas.search.evaluator.checked_score`), a failed entry's BIC and
 log-likelihood are ``null`` and an unknown timing is ``null``; anything else
@@ -63,8 +63,8 @@ from typing import TYPE_CHECKING, Any
 
 from prolas.errors import OutputExistsError, ProlasError
 from prolas.expr import parse
-from prolas.report import HISTORY_KEYS, dumps_strict
-from prolas.search.evaluator import Evaluation, Evaluator
+from prolas.records import HISTORY_KEYS, Evaluation, dumps_strict
+from prolas.search.evaluator import Evaluator
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.data import Dataset

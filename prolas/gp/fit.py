@@ -1,4 +1,4 @@
-"""Expression -> GPyTorch model; batched multi-restart fit; BIC; prediction; decomposition.
+"""Expression -> GPyTorch model; batched multi-restart fit; BIC (predict: :mod:`prolas.gp.predict`).
 
 Model (DESIGN.md). For the canonical form ``sum_t prod_{f in t} k_f`` of an expression
 
@@ -16,7 +16,7 @@ over the N points (GPyTorch's ``ExactMarginalLogLikelihood`` divides it by N),
 ``k = sum_t (1 + #shape params of t) + 1`` and ``BIC = log_likelihood - k/2 ln N``
 (higher is better).
 
-Speed. The log-likelihood and its analytic gradient come from :mod:`prolas.gram`
+Speed. The log-likelihood and its analytic gradient come from :mod:`prolas.gp.gram`
 (NumPy/LAPACK, no autograd); L-BFGS-B optimises them inside a box of log-parameters.
 Every restart is screened for a few iterations, the best are polished. The
 optimisation runs on inputs rescaled to ``t = (x - x_min) / span`` (better
@@ -51,9 +51,9 @@ from threadpoolctl import threadpool_limits
 from prolas.data import Dataset
 from prolas.errors import NumericsWarning
 from prolas.expr import CHANGE_FACTORS, Expression, factor_group, factor_kernel, parse
-from prolas.gram import NOISE_FLOOR, GramModel, ParamInfo
-from prolas.kernels import KERNEL_MODULES, log_positive
-from prolas.search.evaluator import Score, first_non_finite
+from prolas.gp.gram import NOISE_FLOOR, GramModel, ParamInfo
+from prolas.gp.kernels import KERNEL_MODULES, log_positive
+from prolas.records import Score, first_non_finite
 
 __all__ = [
     "FitConfig",
@@ -64,8 +64,12 @@ __all__ = [
     "dense_covariance",
     "exact_log_likelihood",
     "fit_gp",
-    "predict",
-    "decompose",
+    "natural_covar_module",
+    "term_factors",
+    "theta_to_natural",
+    "inherit_theta",
+    "candidate_periods",
+    "candidate_breaks",
     "GPScorer",
     "NOISE_FLOOR",
     "bic",
@@ -152,7 +156,7 @@ class FitResult:
     restart_log_likelihoods: tuple[float, ...] = field(default=(), repr=False)
     #: ``None`` when ``log_likelihood`` is the exact log marginal likelihood; otherwise
     #: the name of the approximation it comes from (e.g. ``"sgpr-512"``: the collapsed
-    #: variational lower bound with 512 inducing points, :mod:`prolas.scalable`).
+    #: variational lower bound with 512 inducing points, :mod:`prolas.gp.scalable`).
     approximation: str | None = None
 
     @property
@@ -234,7 +238,7 @@ def build_covar_module(
     """GPyTorch covariance for the canonical form: ``Additive(Scale(Product(factors)))``.
 
     One ``ScaleKernel`` per term holds its variance; factors are the modules of
-    :data:`prolas.kernels.KERNEL_MODULES` (one set of shape parameters each).
+    :data:`prolas.gp.kernels.KERNEL_MODULES` (one set of shape parameters each).
     """
     terms = []
     for term in expr.terms:
@@ -251,7 +255,7 @@ def build_covar_module(
     return AdditiveKernel(*terms)
 
 
-def _term_factors(scale: ScaleKernel) -> list:
+def term_factors(scale: ScaleKernel) -> list:
     base = scale.base_kernel
     return list(base.kernels) if isinstance(base, ProductKernel) else [base]
 
@@ -267,7 +271,7 @@ def dense_covariance(
     parts = []
     for scale in module.kernels:
         k = None
-        for f in _term_factors(scale):
+        for f in term_factors(scale):
             kf = f.forward(x1, x2)
             k = kf if k is None else k * kf
         parts.append(scale.outputscale[..., None, None] * k)
@@ -336,7 +340,7 @@ def natural_covar_module(fit: FitResult) -> AdditiveKernel:
     module = build_covar_module(expr).to(DTYPE)
     for scale, term in zip(module.kernels, fit.terms):
         scale.outputscale = torch.tensor(term.variance, dtype=DTYPE)
-        for f, ff in zip(_term_factors(scale), term.factors):
+        for f, ff in zip(term_factors(scale), term.factors):
             for pname, v in ff.params.items():
                 f.set_param(pname, v)
     return module
@@ -460,7 +464,7 @@ def _change_locations(
 
 class ParameterSpace(Protocol):
     """What the conversions need of a model: its canonical terms and ``theta``'s layout
-    (:func:`prolas.gram.parameter_layout`); :class:`GramModel` and the SGPR model are both."""
+    (:func:`prolas.gp.gram.parameter_layout`); :class:`GramModel` and the SGPR model are both."""
 
     terms: tuple[tuple[str, ...], ...]
     params: tuple[ParamInfo, ...]
@@ -656,7 +660,7 @@ def fit_gp(
     Each restart runs ``screen_iter`` L-BFGS-B iterations (on at most
     ``screen_points`` evenly spaced points); the ``keep`` best are then polished to
     convergence on all the data (:func:`_minimise`; analytic gradients from
-    :class:`prolas.gram.GramModel`).
+    :class:`prolas.gp.gram.GramModel`).
 
     Args:
         init: fitted related expressions (natural units) whose hyperparameters start
@@ -772,78 +776,6 @@ def _fit_gp(
 def _failed(expr: Expression, dataset: Dataset, t_start: float, error: str, R: int) -> FitResult:
     seconds = time.perf_counter() - t_start
     return FitResult.failed(str(expr), dataset.n, expr.n_params, error, seconds, restarts=R)
-
-
-# --- prediction ----------------------------------------------------------------------
-
-
-def _posterior(
-    fit: FitResult, dataset: Dataset, x_new: np.ndarray, per_term: bool
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    module = natural_covar_module(fit)
-    x = torch.tensor(dataset.x, dtype=DTYPE).reshape(-1, 1)
-    xs = torch.tensor(np.asarray(x_new, dtype=np.float64), dtype=DTYPE).reshape(-1, 1)
-    y = torch.tensor(dataset.y_standardised, dtype=DTYPE)
-    with torch.no_grad():
-        K = dense_covariance(module, x, x) + fit.noise_variance * torch.eye(dataset.n, dtype=DTYPE)
-        L = None
-        for jitter in JITTER_SCHEDULE:
-            L, info = torch.linalg.cholesky_ex(K + jitter * torch.eye(dataset.n, dtype=DTYPE))
-            if int(info) == 0:
-                break
-        alpha = torch.cholesky_solve(y.unsqueeze(-1), L)
-        blocks = (
-            list(zip(dense_covariance(module, xs, x, True), dense_covariance(module, xs, xs, True)))
-            if per_term
-            else [(dense_covariance(module, xs, x), dense_covariance(module, xs, xs))]
-        )
-        out = []
-        for Ksx, Kss in blocks:
-            mean = (Ksx @ alpha)[:, 0]
-            v = torch.cholesky_solve(Ksx.T, L)
-            var = torch.diagonal(Kss) - (Ksx * v.T).sum(-1)
-            out.append((mean.numpy(), np.clip(var.numpy(), 0.0, None)))
-    return out
-
-
-def predict(
-    fit: FitResult, dataset: Dataset, x_new: np.ndarray, include_noise: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior mean and variance at ``x_new`` in y's original units.
-
-    Returns ``(mean (m,), variance (m,))``; the variance is of the latent function,
-    plus the noise variance if ``include_noise``. A fit made with an approximation
-    (``fit.approximation``, e.g. SGPR on a long series) predicts with that approximation.
-    """
-    if fit.approximation is not None:
-        from prolas.scalable import predict_sgpr
-
-        return predict_sgpr(fit, dataset, x_new, include_noise=include_noise)
-    mean, var = _posterior(fit, dataset, x_new, per_term=False)[0]
-    if include_noise:
-        var = var + fit.noise_variance
-    return dataset.unstandardise(mean), var * dataset.y_std**2
-
-
-def decompose(
-    fit: FitResult, dataset: Dataset, x_new: np.ndarray
-) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """Additive decomposition: posterior mean and variance of each term at ``x_new``.
-
-    Term t's posterior is ``m_t = K_t(x*, X) K^{-1} y'`` and
-    ``v_t = K_t(x*, x*) - K_t(x*, X) K^{-1} K_t(X, x*)`` (Duvenaud et al. 2013); the
-    means sum to the full posterior mean. Returned in original y units, without the
-    data mean (add ``dataset.y_mean`` to the sum to get :func:`predict`'s mean).
-    """
-    if fit.approximation is not None:
-        from prolas.scalable import decompose_sgpr
-
-        return decompose_sgpr(fit, dataset, x_new)
-    parts = _posterior(fit, dataset, x_new, per_term=True)
-    return [
-        (term.label, mean * dataset.y_std, var * dataset.y_std**2)
-        for term, (mean, var) in zip(fit.terms, parts)
-    ]
 
 
 # --- scorer for the search Evaluator ---------------------------------------------------

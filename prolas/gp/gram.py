@@ -135,7 +135,7 @@ def parameter_layout(
 ) -> tuple[ParamInfo, ...]:
     """The entries of ``theta`` for a canonical sum of products (module docstring):
     per term its log variance, then each factor's shape parameters; log noise last.
-    Shared by the exact fit (:class:`GramModel`) and the SGPR refit (:mod:`prolas.scalable`).
+    Shared by the exact fit (:class:`GramModel`) and the SGPR refit (:mod:`prolas.gp.scalable`).
     """
     floor = max(float(period_floor), 1e-12)
     params: list[ParamInfo] = []

@@ -89,7 +89,7 @@ from scipy.optimize import minimize
 
 from prolas.data import Dataset
 from prolas.expr import factor_group, factor_kernel, parse
-from prolas.gp import (
+from prolas.gp.fit import (
     DTYPE,
     FitResult,
     TermFit,
@@ -97,7 +97,7 @@ from prolas.gp import (
     inherit_theta,
     theta_to_natural,
 )
-from prolas.gram import parameter_layout
+from prolas.gp.gram import parameter_layout
 
 __all__ = [
     "DEFAULT_INDUCING",
@@ -138,7 +138,7 @@ class SGPRModel:
     """The kernel of one fitted expression on scaled inputs, as plain torch functions.
 
     ``t = (x - x0) / span``; ``theta`` (shape ``(P,)``, float64) holds the parameters
-    in :func:`prolas.gram.parameter_layout` order. Formulas are exactly DESIGN.md's (PER as
+    in :func:`prolas.gp.gram.parameter_layout` order. Formulas are exactly DESIGN.md's (PER as
     ``exp(-(1 - cos(2 pi d / p)) / l^2)``, since ``2 sin^2(a) = 1 - cos(2a)``, with
     ``cos(w (t - t')) = cos(wt) cos(wt') + sin(wt) sin(wt')`` so that no
     transcendental function is evaluated on the M x N grid). ``terms`` are the expanded
@@ -881,7 +881,7 @@ def _change_vector(
     """A change factor's ``s(t)`` (its kernel is ``s(t) s(t')``) and, if ``grad``, the
     relative derivatives ``m = (ds / d theta) / s`` for the group's parameters (location,
     log width) or (start, end, log width); the same formulas as
-    :meth:`prolas.gram.GramModel._change_factor`.
+    :meth:`prolas.gp.gram.GramModel._change_factor`.
 
     With ``z = (t - l) / w`` and ``σ = expit(z)``: CP_AFTER ``s = σ``, CP_BEFORE
     ``s = 1 - σ``, CW_INSIDE ``s = u = σ_start (1 - σ_end)``, CW_OUTSIDE ``s = 1 - u``

@@ -1,0 +1,90 @@
+"""Prediction with a fitted expression: posterior mean and variance, and the additive
+decomposition into its terms.
+
+For the exact fit (``fit.approximation is None``), with ``K = K(X, X) + s_n^2 I`` on the
+standardised training targets ``y'`` (``N``) and test inputs ``x*`` (``m``)::
+
+    mean = K(x*, X) K^{-1} y'                   (m,)
+    var  = diag K(x*, x*) - diag K(x*, X) K^{-1} K(X, x*)     (m,)
+
+(Rasmussen & Williams eq. 2.25-2.26), then converted back to y's units. A fit made with
+the SGPR approximation (:mod:`prolas.gp.scalable`) predicts with that approximation.
+Term ``t``'s share uses ``K_t(x*, X)`` in place of ``K(x*, X)`` (Duvenaud et al. 2013);
+the term means sum to the full mean.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from prolas.data import Dataset
+from prolas.gp.fit import DTYPE, JITTER_SCHEDULE, FitResult, dense_covariance, natural_covar_module
+from prolas.gp.scalable import decompose_sgpr, predict_sgpr
+
+__all__ = ["predict", "decompose"]
+
+
+def _posterior(
+    fit: FitResult, dataset: Dataset, x_new: np.ndarray, per_term: bool
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    module = natural_covar_module(fit)
+    x = torch.tensor(dataset.x, dtype=DTYPE).reshape(-1, 1)
+    xs = torch.tensor(np.asarray(x_new, dtype=np.float64), dtype=DTYPE).reshape(-1, 1)
+    y = torch.tensor(dataset.y_standardised, dtype=DTYPE)
+    with torch.no_grad():
+        K = dense_covariance(module, x, x) + fit.noise_variance * torch.eye(dataset.n, dtype=DTYPE)
+        L = None
+        for jitter in JITTER_SCHEDULE:
+            L, info = torch.linalg.cholesky_ex(K + jitter * torch.eye(dataset.n, dtype=DTYPE))
+            if int(info) == 0:
+                break
+        alpha = torch.cholesky_solve(y.unsqueeze(-1), L)
+        blocks = (
+            list(zip(dense_covariance(module, xs, x, True), dense_covariance(module, xs, xs, True)))
+            if per_term
+            else [(dense_covariance(module, xs, x), dense_covariance(module, xs, xs))]
+        )
+        out = []
+        for Ksx, Kss in blocks:
+            mean = (Ksx @ alpha)[:, 0]
+            v = torch.cholesky_solve(Ksx.T, L)
+            var = torch.diagonal(Kss) - (Ksx * v.T).sum(-1)
+            out.append((mean.numpy(), np.clip(var.numpy(), 0.0, None)))
+    return out
+
+
+def predict(
+    fit: FitResult, dataset: Dataset, x_new: np.ndarray, include_noise: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior mean and variance at ``x_new`` in y's original units.
+
+    Returns ``(mean (m,), variance (m,))``; the variance is of the latent function,
+    plus the noise variance if ``include_noise``. A fit made with an approximation
+    (``fit.approximation``, e.g. SGPR on a long series) predicts with that approximation.
+    """
+    if fit.approximation is not None:
+        return predict_sgpr(fit, dataset, x_new, include_noise=include_noise)
+    mean, var = _posterior(fit, dataset, x_new, per_term=False)[0]
+    if include_noise:
+        var = var + fit.noise_variance
+    return dataset.unstandardise(mean), var * dataset.y_std**2
+
+
+def decompose(
+    fit: FitResult, dataset: Dataset, x_new: np.ndarray
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Additive decomposition: posterior mean and variance of each term at ``x_new``.
+
+    Term t's posterior is ``m_t = K_t(x*, X) K^{-1} y'`` and
+    ``v_t = K_t(x*, x*) - K_t(x*, X) K^{-1} K_t(X, x*)`` (Duvenaud et al. 2013); the
+    means sum to the full posterior mean. Returned in original y units, without the
+    data mean (add ``dataset.y_mean`` to the sum to get :func:`predict`'s mean).
+    """
+    if fit.approximation is not None:
+        return decompose_sgpr(fit, dataset, x_new)
+    parts = _posterior(fit, dataset, x_new, per_term=True)
+    return [
+        (term.label, mean * dataset.y_std, var * dataset.y_std**2)
+        for term, (mean, var) in zip(fit.terms, parts)
+    ]
