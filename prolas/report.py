@@ -22,7 +22,9 @@
   fitted mean: for term t with posterior mean ``m_t`` on the data inputs,
   ``share_t = Var_i(m_t(x_i)) / sum_s Var_i(m_s(x_i))``. A model with change
   operators first gets one sentence per operator (:func:`fit_changes`) on where and
-  how the series changes, and each term says where it is active.
+  how the series changes, and each term says where it is active. The numbers it
+  words (shares, flat factors, change transitions, slopes) are computed by
+  :mod:`prolas.gp.anatomy`.
 * :func:`fit_figure` and :func:`components_figure` draw the fit and the additive
   components; :func:`mark_changes` marks change-points (dashed line, ±2-width band)
   and change-windows (shaded span) on them.
@@ -40,7 +42,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +52,23 @@ from prolas.data import Dataset
 from prolas.errors import ExpressionError, NonFiniteError
 from prolas.expr import (
     CHANGE_FACTORS,
-    CHANGE_OPERATORS,
     factor_group,
     factor_kernel,
     factor_shape_params,
     parse,
 )
 from prolas.gp import FitResult, decompose, predict
+from prolas.gp.anatomy import (
+    FLAT_TOLERANCE,
+    FitChange,
+    active_bounds,
+    fit_changes,
+    flat_factors,
+    term_conditions,
+    term_shares,
+    term_weight,
+    trend_slope,
+)
 from prolas.records import (
     HISTORY_KEYS,
     Evaluation,
@@ -76,6 +87,7 @@ __all__ = [
     "validate_result_json",
     "test_metrics",
     "describe_fit",
+    "FLAT_TOLERANCE",
     "flat_factors",
     "FitChange",
     "fit_changes",
@@ -478,98 +490,6 @@ def _length(v: float, years: bool) -> str:
     return f"{v:.3g} (x units)"
 
 
-def _term_shares(fit: FitResult, dataset: Dataset) -> tuple[list[float], list[np.ndarray]]:
-    """Share of the variance of the fitted mean per term, and each term's mean on x."""
-    parts = decompose(fit, dataset.standardised_view(), dataset.x)
-    v = np.array([float(np.var(m)) for _, m, _ in parts])  # standardised: no overflow
-    means = [m * dataset.y_std for _, m, _ in parts]
-    total = float(v.sum())
-    shares = (v / total).tolist() if total > 0 else [0.0] * len(v)
-    return shares, means
-
-
-#: a factor is "constant on the data" when replacing it by 1 changes its term's prior
-#: covariance on the data by less than this fraction of the noise variance anywhere: it
-#: then cannot change a prediction, so the words do not call it a change of shape (its
-#: parameters stay in report.md's table). A correlation threshold alone would not do:
-#: a PER with a long lengthscale is "constant + small sinusoid", and a large term
-#: variance makes that sinusoid the seasonal signal (mauna's yearly cycle is fitted so).
-FLAT_TOLERANCE = 0.01
-
-#: at most this many evenly spaced inputs are used for the flatness check
-_FLAT_POINTS = 200
-
-
-def flat_factors(fit: FitResult, dataset: Dataset) -> list[set[int]]:
-    """Per additive term, the indices of its factors that are constant on the data.
-
-    For term ``t`` with variance ``v_t`` and factor correlation matrices ``K_f`` on the
-    inputs, factor ``f`` is flat when
-
-        max_ij | v_t * prod_{g != f} K_g[i, j] * (K_f[i, j] - 1) | < FLAT_TOLERANCE * noise,
-
-    i.e. the term's prior covariance hardly changes if the factor is dropped (an SE with
-    lengthscale 3e8 years on 40 years of data, an RQ with alpha 1e-5). LIN factors are
-    never flat (they carry the term's scale). Inputs: an evenly spaced subsample of at
-    most 200 points.
-    """
-    import torch
-
-    from prolas.gp import DTYPE, natural_covar_module, term_factors
-
-    x = torch.tensor(dataset.x[dataset.spaced_indices(_FLAT_POINTS)], dtype=DTYPE).reshape(-1, 1)
-    tol = FLAT_TOLERANCE * float(fit.noise_variance or 0.0)
-    module = natural_covar_module(fit)
-    out: list[set[int]] = []
-    with torch.no_grad():
-        for scale, term in zip(module.kernels, fit.terms):
-            mats = [f.forward(x, x) for f in term_factors(scale)]
-            flat = set()
-            for i, factor in enumerate(term.factors):
-                if factor.kernel == "LIN":
-                    continue
-                rest = torch.ones_like(mats[i])
-                for j, m in enumerate(mats):
-                    if j != i:
-                        rest = rest * m
-                change = term.variance * rest * (mats[i] - 1.0)
-                if float(change.abs().max()) < tol:
-                    flat.add(i)
-            out.append(flat)
-    return out
-
-
-#: a term whose change weight is below this at an input is switched off there
-_ACTIVE = 1e-3
-
-
-def _slope(dataset: Dataset, mean_on_x: np.ndarray, weight: np.ndarray | None = None) -> float:
-    """Least-squares slope of ``mean_on_x`` (y units) against x (x units).
-
-    Fitted on ``t = (x - x0) / span`` and ``mean / y_std``, then scaled back, so that
-    huge or tiny x and y (``1e300``, ``1e-300``) neither overflow nor lose the fit;
-    the result may be ``inf`` when the slope itself is not representable.
-
-    ``weight``: a term switched on and off by change operators is ``a(x) f(x)`` with
-    ``a`` its product of change weights (:meth:`FitChange.weight`); the slope is then
-    that of ``f = mean / a``, fitted where ``a > _ACTIVE`` with weights ``a`` (NaN if
-    there are fewer than two such inputs: the trend does not act on the data).
-    """
-    if len(mean_on_x) < 2 or not dataset.span > 0:
-        return 0.0
-    t = (dataset.x - dataset.x[0]) / dataset.span
-    m = np.asarray(mean_on_x) / dataset.y_std
-    w = None
-    if weight is not None:
-        on = weight > _ACTIVE
-        if np.count_nonzero(on) < 2:
-            return math.nan
-        t, m, w = t[on], m[on] / weight[on], weight[on]
-    with np.errstate(over="ignore", invalid="ignore"):
-        slope_t = float(np.polyfit(t, m, 1, w=w)[0])
-        return slope_t * dataset.y_std / dataset.span
-
-
 def _base_factors(term, flat_idx: set[int]) -> tuple[dict[str, list], list[str]]:
     """A term's base-kernel factors that vary on the data, by kernel, and the names of
     those constant on the data. Change factors (said by the change sentences and the
@@ -602,7 +522,7 @@ def _describe_term(
     as the slow variation it is (its effective lengthscale for lags much shorter than
     the period is ``p l / (2 pi)``, from ``sin u ~ u``). Change factors are left to
     :func:`describe_fit`; ``weight`` (on the inputs, their product) scales the term, so
-    a trend's slope is that of the trend itself (:func:`_slope`).
+    a trend's slope is that of the trend itself (:func:`~prolas.gp.anatomy.trend_slope`).
     """
     span = float(dataset.x[-1] - dataset.x[0])
     by, flat = _base_factors(term, flat_idx)
@@ -652,7 +572,7 @@ def _describe_term(
     elif slow:
         core = "A smooth trend"
     elif lins:
-        slope = _slope(dataset, mean_on_x, weight)
+        slope = trend_slope(dataset, mean_on_x, weight)
         direction = "rising" if slope > 0 else "falling"
         if len(lins) == 1 and math.isnan(slope):  # switched off on the data
             core = "A linear trend"
@@ -688,80 +608,6 @@ def _describe_term(
 #: a transition counts as complete (or not yet begun) on the data when its sigmoid is
 #: within this of 1 (or 0) at the data's end (or start)
 _SETTLED = 0.01
-
-
-def _sigmoid(z: np.ndarray | float) -> np.ndarray:
-    """``1 / (1 + exp(-z))`` without overflow (``tanh`` form)."""
-    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, dtype=np.float64)))
-
-
-@dataclass(frozen=True)
-class FitChange:
-    """One change operator of a fitted model (a change group of its expansion).
-
-    Attributes:
-        op: ``"CP"`` or ``"CW"``.
-        group: its index in :attr:`prolas.expr.Expression.change_groups`.
-        params: its fitted shape parameters in x's units (``location``, ``width`` for
-            CP; ``start``, ``end``, ``width`` for CW; DESIGN.md).
-        sides: the indices of the fitted terms on its A side (before the change-point,
-            outside the window) and on its B side (after, inside).
-    """
-
-    op: str
-    group: int
-    params: dict[str, float]
-    sides: tuple[tuple[int, ...], tuple[int, ...]]
-
-    @property
-    def terms(self) -> frozenset[int]:
-        return frozenset(self.sides[0] + self.sides[1])
-
-    def weight(self, side: int, x: np.ndarray | float) -> np.ndarray:
-        """``s(x)`` of side 0 (A) or 1 (B): a term on that side is ``s(x) f(x)``
-        (its factor is ``s(x) s(x')``): ``1 - σ``/``σ`` for CP, ``1 - u``/``u`` for CW."""
-        x = np.asarray(x, dtype=np.float64)
-        w = self.params["width"]
-        if self.op == "CP":
-            b = _sigmoid((x - self.params["location"]) / w)
-        else:
-            b = _sigmoid((x - self.params["start"]) / w) * _sigmoid(-(x - self.params["end"]) / w)
-        return b if side == 1 else 1.0 - b
-
-
-def fit_changes(fit: FitResult) -> list[FitChange]:
-    """The change operators of a fitted model, in group order, with their fitted
-    parameters (read from the first factor that carries each group; the fit ties them)
-    and the terms on each side. Empty for a model without change operators."""
-    if not fit.ok or not fit.terms:
-        return []
-    expr = parse(fit.expression)
-    if not expr.has_change:
-        return []
-    out = []
-    for group in expr.change_groups:
-        side_names = tuple(f"{n}:{group.index}" for n in CHANGE_OPERATORS[group.op][1])
-        sides: list[tuple[int, ...]] = []
-        params: dict[str, float] = {}
-        for name in side_names:
-            on = []
-            for i, (names, term) in enumerate(zip(expr.terms, fit.terms)):
-                if name in names:
-                    on.append(i)
-                    params = params or dict(term.factors[names.index(name)].params)
-            sides.append(tuple(on))
-        out.append(FitChange(group.op, group.index, params, (sides[0], sides[1])))
-    return out
-
-
-def _term_conditions(changes: list[FitChange], n_terms: int) -> list[list[tuple[FitChange, int]]]:
-    """Per term, the ``(change, side)`` pairs that switch it on and off."""
-    out: list[list[tuple[FitChange, int]]] = [[] for _ in range(n_terms)]
-    for c in changes:
-        for side, idx in enumerate(c.sides):
-            for i in idx:
-                out[i].append((c, side))
-    return out
 
 
 def _position(v: float, dataset: Dataset, years: bool) -> str:
@@ -804,36 +650,12 @@ def _at(v: float, dataset: Dataset, years: bool) -> str:
     return f"~{_position(v, dataset, years)}" + _outside(v, v, dataset)
 
 
-def _bounds(conds: list[tuple[FitChange, int]]):
-    """A term's active range from its change factors: ``(lo, hi, outside)`` where
-    ``lo``/``hi`` are ``(x, change)`` (the latest "after"/window start, the earliest
-    "before"/window end; ``None`` if unbounded) and ``outside`` the windows it must lie
-    outside of. A bound implied by a tighter one (after 1966 and after 1974) is dropped."""
-    lo = hi = None
-    outside: list[FitChange] = []
-    for c, side in conds:
-        if c.op == "CP":
-            loc = c.params["location"]
-            if side == 1 and (lo is None or loc > lo[0]):
-                lo = (loc, c)
-            elif side == 0 and (hi is None or loc < hi[0]):
-                hi = (loc, c)
-        elif side == 0:
-            outside.append(c)
-        else:
-            s, e = c.params["start"], c.params["end"]
-            if lo is None or s > lo[0]:
-                lo = (s, c)
-            if hi is None or e < hi[0]:
-                hi = (e, c)
-    return lo, hi, outside
-
-
 def _active_range(conds: list[tuple[FitChange, int]], dataset: Dataset, years: bool) -> str:
     """Where a term is switched on, from its change factors: ``'active only before
     the change-point at ~1973.4'``, ``'... between the change-points at ~1966.3 and
-    ~1974.1'``, ``'... outside the change-window ~1971.2-1973.9'`` (:func:`_bounds`)."""
-    lo, hi, outside = _bounds(conds)
+    ~1974.1'``, ``'... outside the change-window ~1971.2-1973.9'``
+    (:func:`~prolas.gp.anatomy.active_bounds`)."""
+    lo, hi, outside = active_bounds(conds)
 
     def name(bound, which: str) -> str:
         x, c = bound
@@ -897,7 +719,7 @@ def _term_noun(
     if lins:
         if len(lins) > 1:
             return f"a polynomial trend of degree {len(lins)}"
-        slope = _slope(dataset, mean_on_x, weight)
+        slope = trend_slope(dataset, mean_on_x, weight)
         if math.isnan(slope):
             return "a linear trend"
         return f"a {'rising' if slope > 0 else 'falling'} linear trend"
@@ -1033,14 +855,11 @@ def describe_fit(fit: FitResult, dataset: Dataset) -> list[str]:
     if not fit.ok:
         return [f"The fit of {fit.expression} failed: {fit.error}"]
     years = _in_years(dataset)
-    shares, means = _term_shares(fit, dataset)
+    shares, means = term_shares(fit, dataset)
     flats = flat_factors(fit, dataset)
     changes = fit_changes(fit)
-    conds = _term_conditions(changes, len(fit.terms))
-    weights = [
-        np.prod([c.weight(side, dataset.x) for c, side in cs], axis=0) if cs else None
-        for cs in conds
-    ]
+    conds = term_conditions(changes, len(fit.terms))
+    weights = [term_weight(cs, dataset.x) for cs in conds]
     off = [w is not None and float(w.max()) < _SETTLED for w in weights]
     flats = [set() if o else f for f, o in zip(flats, off)]
     nouns = [
@@ -1347,8 +1166,8 @@ def components_figure(fit: FitResult, dataset: Dataset):
     plt = _pyplot()
     xs = _plot_grid(dataset, None)
     parts = decompose(fit, dataset.standardised_view(), xs)
-    shares, _ = _term_shares(fit, dataset)
-    conds = _term_conditions(fit_changes(fit), len(fit.terms))
+    shares, _ = term_shares(fit, dataset)
+    conds = term_conditions(fit_changes(fit), len(fit.terms))
     fig, axes = plt.subplots(
         len(parts), 1, figsize=(9, 2.4 * len(parts) + 0.4), sharex=True, squeeze=False
     )
@@ -1361,7 +1180,7 @@ def components_figure(fit: FitResult, dataset: Dataset):
         title = _panel_label(label, conds[i], dataset)
         ax.set_title(f"{title}  ({100 * share:.1f}% of the fitted variance)", fontsize=9)
         ax.set_ylabel(f"{dataset.y_column} - mean")
-        lo_b, hi_b, outside = _bounds(conds[i])  # the changes that bound this term
+        lo_b, hi_b, outside = active_bounds(conds[i])  # the changes that bound this term
         groups = {b[1].group for b in (lo_b, hi_b) if b is not None} | {c.group for c in outside}
         if groups and mark_changes(ax, fit, dataset, groups=groups):
             ax.legend(loc="upper left", fontsize=7, frameon=False)
