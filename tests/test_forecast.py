@@ -19,7 +19,8 @@ from prolas.data import (
     load_csv,
 )
 from prolas.errors import DataError
-from prolas.forecast import (
+from prolas.gp import fit_gp, predict
+from prolas.report.forecast import (
     ForecastError,
     forecast,
     future_x,
@@ -27,7 +28,6 @@ from prolas.forecast import (
     rolling_origin_check,
     top_fits,
 )
-from prolas.gp import fit_gp, predict
 
 ROOT = Path(__file__).resolve().parents[1]
 AIRLINE_TRAIN = str(ROOT / "data" / "airline_train.csv")
