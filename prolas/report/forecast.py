@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import logsumexp, ndtr, ndtri
 
-from prolas.data import Dataset, _decimal_years, decimal_years_to_timestamps
+from prolas.data import Dataset, decimal_years_to_timestamps, timestamps_to_decimal_years
 from prolas.errors import ProlasError
 from prolas.gp import FitResult, predict
 from prolas.limits import FORECAST_METHODS
@@ -213,7 +213,7 @@ def future_x(dataset: Dataset, horizon: int) -> tuple[np.ndarray, np.ndarray | p
         step = pd.Series(dates).diff().dropna().median()
         future = pd.DatetimeIndex([dates[-1] + k * step for k in range(1, horizon + 1)])
     future = pd.DatetimeIndex(future).as_unit("ns")
-    return _decimal_years(pd.Series(future)), future
+    return timestamps_to_decimal_years(pd.Series(future)), future
 
 
 # --- mixtures --------------------------------------------------------------------------
