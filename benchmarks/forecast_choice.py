@@ -7,9 +7,9 @@ and forecasts the test file three ways:
 
 * ``best``: the highest-BIC model's Gaussian predictive (what ``prolas fit`` reports);
 * ``bma``: the BIC-weighted mixture of the K models' predictives
-  (:func:`prolas.forecast.forecast` with ``method="bma"``);
+  (:func:`prolas.report.forecast.forecast` with ``method="bma"``);
 * ``rolling``: the one of the K models that forecasts the last 10 % of the training data
-  best (:func:`prolas.forecast.rolling_origin_check`, 5 origins, lowest RMSE).
+  best (:func:`prolas.report.forecast.rolling_origin_check`, 5 origins, lowest RMSE).
 
 Writes ``forecast_choice.csv`` (one row per cell and way) and ``forecast_choice.md``
 (RMSE per data set, mean over seeds; standardised by ABCD's published RMSE).
@@ -32,8 +32,8 @@ import pandas as pd
 
 from prolas.bench import ABCD_RMSE
 from prolas.data import load_csv
-from prolas.forecast import forecast, rolling_origin_check
 from prolas.gp import FitConfig, FitResult, fit_gp
+from prolas.report.forecast import forecast, rolling_origin_check
 
 WAYS = ("best", "bma", "rolling")
 

@@ -19,9 +19,9 @@ from prolas._version import __version__
 from prolas.data import Dataset, extrapolation_split, load_csv
 from prolas.errors import ProlasError
 from prolas.expr import LIN, PER, RQ, SE, Expression, parse
-from prolas.forecast import Forecast, forecast
 from prolas.gp import FitConfig, FitResult, decompose, fit_gp, predict
 from prolas.grammar import Grammar
+from prolas.report.forecast import Forecast, forecast
 
 
 def search(dataset: Dataset, method: str = "prolas", **settings):

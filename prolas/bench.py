@@ -714,9 +714,9 @@ def plot_bench_convergence(
 
     Draws on ``ax`` if given (returns it), else makes a figure and saves it to ``path``.
     """
-    from prolas.report import _pyplot
+    from prolas.report import agg_pyplot
 
-    plt = _pyplot()
+    plt = agg_pyplot()
     own = ax is None
     if own:
         fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -944,9 +944,9 @@ def _method_order(methods: Iterable[str]) -> list[str]:
 def plot_standardised_rmse(std: pd.DataFrame, path: str | Path | None = None, ax=None):
     """Standardised RMSE per method across data sets: box plot plus one dot per data set
     (log scale; 1 = best method on that data set)."""
-    from prolas.report import _pyplot
+    from prolas.report import agg_pyplot
 
-    plt = _pyplot()
+    plt = agg_pyplot()
     own = ax is None
     if own:
         fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -979,9 +979,9 @@ def plot_forecasts(
     """One panel per data set: the end of the training data, the test points and each
     method's predictive mean (and 95 % band for the first method)."""
     from prolas.gp import predict
-    from prolas.report import _pyplot
+    from prolas.report import agg_pyplot
 
-    plt = _pyplot()
+    plt = agg_pyplot()
     datasets = list(dict.fromkeys(c["dataset"] for c in cells))
     ncol = 3
     nrow = math.ceil(len(datasets) / ncol)
@@ -1553,9 +1553,9 @@ def plot_fraction_study(
     """Figure 2 of the PROLAS paper: one fit panel per fraction, then the test MSE of
     the proposed model against each base kernel (log scale)."""
     from prolas.gp import predict
-    from prolas.report import _pyplot
+    from prolas.report import agg_pyplot
 
-    plt = _pyplot()
+    plt = agg_pyplot()
     k = len(results)
     ncol = 3
     nrow = math.ceil((k + 1) / ncol)

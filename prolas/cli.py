@@ -189,7 +189,7 @@ def _forecast_settings(args: argparse.Namespace) -> tuple[int | None, str, int]:
         if method is not None or models is not None:
             raise ProlasError("--forecast and --forecast-models need --horizon H")
         return None, DEFAULT_FORECAST, FORECAST_MODELS
-    from prolas.forecast import MAX_HORIZON
+    from prolas.report.forecast import MAX_HORIZON
 
     h = positive("--horizon", horizon)
     if h > MAX_HORIZON:
@@ -734,7 +734,7 @@ def _write_forecast(args, out, dataset, config, result, best) -> str | None:
     horizon, method, k = _forecast_settings(args)
     if horizon is None:
         return None
-    from prolas.forecast import forecast, plot_forecast, top_fits
+    from prolas.report.forecast import forecast, plot_forecast, top_fits
 
     fits = [best] if method == "best" else top_fits(result, dataset, config, k, best=best)
     fc = forecast(fits, dataset, horizon, method=method)

@@ -174,7 +174,7 @@ def run_compare(
     """
     # the strategy registry that run_search uses, without its final refit of the best
     # model (not needed here, and impossible for a synthetic scorer without data)
-    from prolas.pipeline import _STRATEGIES
+    from prolas.pipeline import STRATEGIES
 
     log = log or (lambda s: None)
     methods = list(dict.fromkeys(methods))
@@ -238,7 +238,7 @@ def run_compare(
 
                 result = search_prolas(ev, dataset, config, options=prolas_options)
             else:
-                result = _STRATEGIES[method](ev, dataset, config, log)
+                result = STRATEGIES[method](ev, dataset, config, log)
             runs[method].append(result)
             _append_rows(partial, method, result)
             if bar is not None:

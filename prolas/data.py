@@ -39,6 +39,7 @@ __all__ = [
     "load_csv",
     "extrapolation_split",
     "decimal_years_to_timestamps",
+    "timestamps_to_decimal_years",
     "MIN_POINTS",
     "MAX_MAGNITUDE",
 ]
@@ -286,8 +287,11 @@ class Dataset:
         }
 
 
-def _decimal_years(values: pd.Series) -> np.ndarray:
-    """Datetimes -> decimal years (start of year + fraction of the year elapsed)."""
+def timestamps_to_decimal_years(values: pd.Series) -> np.ndarray:
+    """Datetimes -> decimal years: ``Y + (t - Jan 1 of Y) / (Jan 1 of Y+1 - Jan 1 of Y)``
+    for a date ``t`` in year ``Y`` (start of year plus the fraction of the year elapsed,
+    with the year's true length, 365 or 366 days). Returns float64, one per value; the
+    inverse is :func:`decimal_years_to_timestamps`."""
     dt = pd.to_datetime(values)
     start = pd.to_datetime(dt.dt.year.astype(str) + "-01-01")
     end = pd.to_datetime((dt.dt.year + 1).astype(str) + "-01-01")
@@ -298,11 +302,11 @@ def _decimal_years(values: pd.Series) -> np.ndarray:
 def decimal_years_to_timestamps(
     values: np.ndarray | list[float] | float, resolution: str | None = "s"
 ) -> pd.DatetimeIndex:
-    """Decimal years -> dates: the inverse of :func:`_decimal_years`.
+    """Decimal years -> dates: the inverse of :func:`timestamps_to_decimal_years`.
 
     ``v = Y + f`` with ``Y = floor(v)`` is the date ``Jan 1 of Y + f * (length of
     year Y)``, with the year's true length (365 or 366 days), exactly as
-    :func:`_decimal_years` measures the fraction. A float64 decimal year near 2000
+    :func:`timestamps_to_decimal_years` measures the fraction. A float64 decimal year near 2000
     resolves about 7 microseconds, so the dates are rounded to ``resolution``
     (``"s"``, a second, by default; ``None`` keeps nanoseconds): a date with whole
     seconds survives ``dates -> decimal years -> dates`` exactly.
@@ -337,7 +341,7 @@ def _as_numeric(df: pd.DataFrame, col: str, path: str) -> tuple[np.ndarray, bool
     if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
         return s.to_numpy(dtype=np.float64), False
     if pd.api.types.is_datetime64_any_dtype(s) or _looks_like_dates(s):
-        return _decimal_years(s), True
+        return timestamps_to_decimal_years(s), True
     converted = pd.to_numeric(s, errors="coerce")
     bad = converted.isna() & s.notna()
     if bad.any():

@@ -20,7 +20,7 @@ EXACT_REFIT_LIMIT = 2000
 DEFAULT_GRAMMAR = "change"
 DEFAULT_CHECKPOINT = "change"
 
-#: ``--forecast`` choices (:data:`prolas.forecast.FORECAST_METHODS` is this tuple).
+#: ``--forecast`` choices (:data:`prolas.report.forecast.FORECAST_METHODS` is this tuple).
 FORECAST_METHODS = ("best", "bma")
 #: The forecast ``prolas fit --horizon`` writes: the BIC-weighted mixture of the top models.
 #: Chosen on the tuning series (README "Results"): better than the best-BIC model alone on

@@ -171,7 +171,7 @@ def run_search(
     ev = evaluator or make_evaluator(searched, config, executor=executor, on_result=on_result)
     if journal is not None:
         journal.attach(ev)
-    result = _STRATEGIES[config.method](ev, searched, config, log or (lambda s: None))
+    result = STRATEGIES[config.method](ev, searched, config, log or (lambda s: None))
     best = best_fit(result, searched, config)
     if best is not None and searched is not dataset:
         if log:
@@ -253,7 +253,9 @@ def _run_structural(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) 
     )
 
 
-_STRATEGIES = {
+#: The search strategies by method name: ``STRATEGIES[method](evaluator, dataset, config,
+#: log)`` runs one search and returns its SearchResult (no refit of the best model).
+STRATEGIES = {
     "cks": _run_cks,
     "random": _run_random,
     "prolas": _run_prolas,

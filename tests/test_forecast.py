@@ -13,13 +13,14 @@ import pytest
 from prolas.cli import main
 from prolas.data import (
     Dataset,
-    _decimal_years,
     decimal_years_to_timestamps,
     extrapolation_split,
     load_csv,
+    timestamps_to_decimal_years,
 )
 from prolas.errors import DataError
-from prolas.forecast import (
+from prolas.gp import fit_gp, predict
+from prolas.report.forecast import (
     ForecastError,
     forecast,
     future_x,
@@ -27,7 +28,6 @@ from prolas.forecast import (
     rolling_origin_check,
     top_fits,
 )
-from prolas.gp import fit_gp, predict
 
 ROOT = Path(__file__).resolve().parents[1]
 AIRLINE_TRAIN = str(ROOT / "data" / "airline_train.csv")
@@ -74,7 +74,7 @@ def test_dates_round_trip_through_decimal_years() -> None:
     dates = pd.Timestamp("1850-01-01") + pd.to_timedelta(seconds, unit="s")
     edges = pd.to_datetime(["2000-02-29 23:59:59", "1999-12-31 23:59:59", "2001-01-01 00:00:00"])
     dates = pd.Series(dates.append(edges))
-    years = _decimal_years(dates)
+    years = timestamps_to_decimal_years(dates)
     back = decimal_years_to_timestamps(years)
     assert (back == pd.DatetimeIndex(dates)).all()  # exact at the default second resolution
     raw = decimal_years_to_timestamps(years, resolution=None)
@@ -108,7 +108,7 @@ def test_future_x_continues_the_spacing(trend_season, tmp_path) -> None:
         "2004-06-01",
         "2005-05-01",
     ]
-    np.testing.assert_allclose(x, _decimal_years(pd.Series(dates)))
+    np.testing.assert_allclose(x, timestamps_to_decimal_years(pd.Series(dates)))
     for bad in (0, -2, 1.5, True):
         with pytest.raises(ForecastError, match="positive integer"):
             future_x(trend_season, bad)

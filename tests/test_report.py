@@ -19,7 +19,7 @@ from conftest import fit_from_params
 from prolas import report
 from prolas.data import Dataset, extrapolation_split
 from prolas.expr import parse
-from prolas.gp import FitConfig, GPScorer, fit_gp
+from prolas.gp import FitConfig, GPScorer, anatomy, fit_gp
 from prolas.records import Evaluation, Score, SearchResult
 from prolas.search.evaluator import Evaluator
 
@@ -248,17 +248,17 @@ def test_flat_factors_agree_with_a_numpy_evaluation_of_the_rule():
         k_per = np.exp(-2 * np.sin(np.pi * np.abs(d) / 1.0) ** 2 / per_ls**2)
         k_se = np.exp(-(d**2) / (2 * se_ls**2))
         expect = set()
-        if np.abs(variance * k_se * (k_per - 1)).max() < report.FLAT_TOLERANCE * noise:
+        if np.abs(variance * k_se * (k_per - 1)).max() < anatomy.FLAT_TOLERANCE * noise:
             expect.add(0)
-        if np.abs(variance * k_per * (k_se - 1)).max() < report.FLAT_TOLERANCE * noise:
+        if np.abs(variance * k_per * (k_se - 1)).max() < anatomy.FLAT_TOLERANCE * noise:
             expect.add(1)
-        assert report.flat_factors(fit, ds) == [expect], (per_ls, se_ls, variance)
+        assert anatomy.flat_factors(fit, ds) == [expect], (per_ls, se_ls, variance)
     # the last case: a PER with lengthscale 30 still varies by 0.2 % of a unit variance
-    assert report.flat_factors(fit, ds) == [set()]
-    assert report.flat_factors(fit_from_params("PER*SE", _per_se(1.2, 3.2e8), ds.n), ds) == [{1}]
+    assert anatomy.flat_factors(fit, ds) == [set()]
+    assert anatomy.flat_factors(fit_from_params("PER*SE", _per_se(1.2, 3.2e8), ds.n), ds) == [{1}]
     # a long-lengthscale PER with a large variance is "constant + sinusoid", not flat
     big = [{"variance": 1e3, "factors": [{"kernel": "PER", "lengthscale": 20.0, "period": 1.0}]}]
-    assert report.flat_factors(fit_from_params("PER", big, ds.n), ds) == [set()]
+    assert anatomy.flat_factors(fit_from_params("PER", big, ds.n), ds) == [set()]
 
 
 def test_describe_fit_does_not_read_flat_factors_as_structure():

@@ -17,7 +17,7 @@ from conftest import fit_from_params
 from prolas import report
 from prolas.data import Dataset
 from prolas.expr import parse
-from prolas.gp import fit_gp
+from prolas.gp import anatomy, fit_gp
 
 matplotlib.use("Agg")
 
@@ -220,7 +220,7 @@ def test_fit_and_component_plots_mark_the_change_point(cp_fit):
     import matplotlib.pyplot as plt
 
     ds, fit = cp_fit
-    (change,) = report.fit_changes(fit)
+    (change,) = anatomy.fit_changes(fit)
     loc, width = change.params["location"], change.params["width"]
     fig = report.fit_figure(fit, ds)
     try:
@@ -251,7 +251,7 @@ def test_plots_mark_windows_and_skip_changes_outside_the_axis(cw_fit, tmp_path):
     import matplotlib.pyplot as plt
 
     ds, fit = cw_fit
-    (change,) = report.fit_changes(fit)
+    (change,) = anatomy.fit_changes(fit)
     start, end = change.params["start"], change.params["end"]
     fig = report.fit_figure(fit, ds)
     try:

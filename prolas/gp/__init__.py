@@ -11,10 +11,14 @@ Imports only the layers below it (:mod:`prolas.records`, :mod:`prolas.data`,
   :class:`FitResult` in natural units, :class:`GPScorer` for the Evaluator.
 * :mod:`prolas.gp.scalable`: the SGPR refit of the chosen model on long series.
 * :mod:`prolas.gp.predict`: posterior mean and variance, additive decomposition.
+* :mod:`prolas.gp.anatomy`: a fitted model's parts as numbers: each term's share of
+  the fitted mean's variance, factors constant on the data, the change operators'
+  transitions and the terms they switch, trend slopes.
 
 The names below are the layer's public API (``from prolas.gp import fit_gp``).
 """
 
+from prolas.gp.anatomy import FLAT_TOLERANCE, FitChange, fit_changes, flat_factors, term_shares
 from prolas.gp.fit import (
     DTYPE,
     NOISE_FLOOR,
@@ -58,4 +62,9 @@ __all__ = [
     "theta_to_natural",
     "decompose",
     "predict",
+    "FLAT_TOLERANCE",
+    "FitChange",
+    "fit_changes",
+    "flat_factors",
+    "term_shares",
 ]

@@ -37,6 +37,12 @@ Rolling origin (:func:`rolling_origin_check`): each model, with its hyperparamet
 fixed, is conditioned on a prefix of the data and scored on the points after it, for
 several origins in the last part of the data.
 
+Place in the layers: a forecast is part of what the user gets after a search
+(forecast.csv, forecast.png), so it lives in the report layer. The mixture's maths
+(:func:`bic_weights`, :func:`mixture_cdf`, :func:`mixture_quantiles`) stays here with
+it: it is model averaging over Gaussian predictives, used only by forecasts, not GP
+maths (the GP enters only through :func:`prolas.gp.predict`).
+
 >>> from prolas import load_csv, fit_gp, forecast          # doctest: +SKIP
 >>> ds = load_csv("data/airline_train.csv")                 # doctest: +SKIP
 >>> fc = forecast(fit_gp("LIN*PER*SE + LIN*SE", ds), ds, horizon=12)  # doctest: +SKIP
@@ -55,10 +61,11 @@ import numpy as np
 import pandas as pd
 from scipy.special import logsumexp, ndtr, ndtri
 
-from prolas.data import Dataset, _decimal_years, decimal_years_to_timestamps
+from prolas.data import Dataset, decimal_years_to_timestamps, timestamps_to_decimal_years
 from prolas.errors import ProlasError
 from prolas.gp import FitResult, predict
 from prolas.limits import FORECAST_METHODS
+from prolas.report.plots import agg_pyplot, mark_changes
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.pipeline import SearchConfig
@@ -206,7 +213,7 @@ def future_x(dataset: Dataset, horizon: int) -> tuple[np.ndarray, np.ndarray | p
         step = pd.Series(dates).diff().dropna().median()
         future = pd.DatetimeIndex([dates[-1] + k * step for k in range(1, horizon + 1)])
     future = pd.DatetimeIndex(future).as_unit("ns")
-    return _decimal_years(pd.Series(future)), future
+    return timestamps_to_decimal_years(pd.Series(future)), future
 
 
 # --- mixtures --------------------------------------------------------------------------
@@ -528,13 +535,9 @@ def plot_forecast(
 ) -> Path:
     """Data, forecast mean, shaded band and a vertical line at the end of the data;
     a date axis when x came from dates. With ``fit`` (the model forecasting), its
-    change-points and change-windows are marked (:func:`prolas.report.mark_changes`;
+    change-points and change-windows are marked (:func:`prolas.report.plots.mark_changes`;
     numeric x axes only)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = agg_pyplot()
     data_x = dataset.x_dates if fc.is_dates else dataset.x
     fig, ax = plt.subplots(figsize=(9, 4.5))
     ax.plot(data_x, dataset.y, "k.-", ms=3, lw=0.5, label="data")
@@ -549,8 +552,6 @@ def plot_forecast(
     ax.plot(fc.x_display, fc.mean, color="C0", lw=1.5, marker=".", ms=3, label="forecast mean")
     ax.axvline(data_x[-1], color="0.5", ls="--", lw=0.8, label="end of data")
     if fit is not None and not fc.is_dates:
-        from prolas.report import mark_changes
-
         mark_changes(ax, fit, dataset)
     if fc.is_dates:
         fig.autofmt_xdate()
