@@ -546,7 +546,8 @@ def _prepare_out_dir(out: Path, force: bool) -> None:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from prolas.data import load_csv
-    from prolas.pipeline import SearchConfig, run_search
+    from prolas.pipeline import run_search
+    from prolas.search.config import SearchConfig
 
     _forecast_settings(args)  # before anything is read or written
     dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna)

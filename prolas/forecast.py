@@ -61,7 +61,7 @@ from prolas.gp import FitResult, predict
 from prolas.limits import FORECAST_METHODS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from prolas.pipeline import SearchConfig
+    from prolas.search.config import SearchConfig
     from prolas.search.evaluator import SearchResult
 
 __all__ = [

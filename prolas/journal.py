@@ -68,7 +68,7 @@ from prolas.search.evaluator import Evaluation, Evaluator
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.data import Dataset
-    from prolas.pipeline import SearchConfig
+    from prolas.search.config import SearchConfig
 
 __all__ = [
     "JOURNAL_NAME",

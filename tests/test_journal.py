@@ -24,7 +24,8 @@ from prolas.journal import (
     open_journal,
     read_journal,
 )
-from prolas.pipeline import SearchConfig, best_fit
+from prolas.pipeline import best_fit
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluation, Evaluator, Score
 from prolas.search.greedy import search_cks
 from prolas.search.random_search import search_random

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from prolas.expr import Expression, parse
-from prolas.pipeline import SearchConfig
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator, Score
 from prolas.search.latent import LatentBOConfig, search_prolas
 from prolas.search.random_search import search_random
@@ -199,7 +199,7 @@ x = np.linspace(0, 6, 50); y = np.sin(2 * np.pi * x) + 0.3 * x
 ds = Dataset.from_arrays(x, y, name="t")
 assert "botorch" not in sys.modules
 before = fit_gp("LIN + PER*SE", ds, restarts=2).log_likelihood
-from prolas.pipeline import SearchConfig
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator, TableScorer
 from prolas.search.latent import LatentBOConfig, search_prolas
 ev = Evaluator(TableScorer({"PER": 1.0}, default=0.0), 6)

@@ -37,7 +37,8 @@ from prolas.errors import DataError, NonFiniteError
 from prolas.expr import parse
 from prolas.gp import FactorFit, FitConfig, FitResult, GPScorer, TermFit, fit_gp
 from prolas.journal import JOURNAL_NAME, Journal, open_journal, read_journal
-from prolas.pipeline import SearchConfig, run_search
+from prolas.pipeline import run_search
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import (
     Evaluation,
     Evaluator,

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from prolas.expr import Expression, parse
-from prolas.pipeline import SearchConfig
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator, Score
 from prolas.search.latent import LatentBOConfig, resolve_vae, search_prolas
 from prolas.search.random_search import search_random

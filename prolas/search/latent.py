@@ -54,7 +54,7 @@ float64 with GPyTorch's fast computations off (dense Cholesky at every size), wh
 ``import botorch`` set globally. :mod:`prolas.gp` computes its own likelihood with a
 torch Cholesky and is unaffected by these settings.
 
->>> from prolas.pipeline import SearchConfig
+>>> from prolas.search.config import SearchConfig
 >>> from prolas.search.evaluator import Evaluator, TableScorer
 >>> ev = Evaluator(TableScorer({"LIN*PER": 5.0}, default=0.0), budget=12)
 >>> res = search_prolas(ev, None, SearchConfig(budget=12))   # doctest: +SKIP
@@ -78,11 +78,12 @@ import torch
 
 from prolas.errors import ProlasError
 from prolas.expr import Expression, parse
+from prolas.limits import INITIAL_DESIGN, LATENT_SURROGATES
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.data import Dataset
-    from prolas.pipeline import SearchConfig
     from prolas.vae import TrainedVAE
 
 __all__ = [
@@ -96,7 +97,7 @@ __all__ = [
 DTYPE = torch.float64
 INIT_DESIGNS = ("grammar", "sobol")
 DUPLICATES = ("free", "restarts", "pool")
-SURROGATES = ("latent", "ot")
+SURROGATES = LATENT_SURROGATES
 PENALTIES = ("model", "exact")
 
 
@@ -172,7 +173,7 @@ class LatentBOConfig:
             airline and mauna (benchmarks/compare/size_trend/README.md).
     """
 
-    n_init: int = 10
+    n_init: int = INITIAL_DESIGN
     init: str = "sobol"
     num_restarts: int = 8
     raw_samples: int = 256
@@ -201,7 +202,7 @@ class LatentBOConfig:
     box_quantile: float = 0.001
     box_expand: float = 0.1
     surrogate: str = "ot"
-    warm_start: int = 10
+    warm_start: int = INITIAL_DESIGN
     portfolio: str | None = None
     size_trend: bool = False
 
