@@ -64,7 +64,6 @@ torch Cholesky and is unaffected by these settings.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import time
@@ -81,6 +80,7 @@ from prolas.expr import Expression, parse
 from prolas.limits import INITIAL_DESIGN, LATENT_SURROGATES
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
+from prolas.surrogates.model import dense_numerics
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.data import Dataset
@@ -321,25 +321,6 @@ def _default_latent_dim() -> int:
         if c.get("name") == "default" and "latent_dim" in c:
             return int(c["latent_dim"])
     return 8
-
-
-@contextlib.contextmanager
-def _numerics():
-    """Float64 dense-Cholesky numerics for the BO surrogate, independent of globals."""
-    import gpytorch
-    import linear_operator
-
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(
-            gpytorch.settings.fast_computations(
-                covar_root_decomposition=False, log_prob=False, solves=False
-            )
-        )
-        stack.enter_context(linear_operator.settings.max_cholesky_size(2**31 - 1))
-        stack.enter_context(warnings.catch_warnings())
-        # BoTorch warns about standardisation/ill-conditioning that we handle ourselves
-        warnings.simplefilter("ignore")
-        yield
 
 
 def size_trend(sizes: list[int], targets: list[float]) -> tuple[float, float]:
@@ -588,7 +569,7 @@ class _LatentSearch:
         Y = self.warp(self.targets())
         if float(Y.max() - Y.min()) <= 0.0:
             return None  # nothing to model yet (all equal or all failed)
-        with _numerics():
+        with dense_numerics(ignore_warnings=True):
             model = SingleTaskGP(X, Y, outcome_transform=Standardize(m=1))
             if self._hypers is not None:
                 # warm start from the previous step's hyperparameters (same shapes)
@@ -697,7 +678,7 @@ class _LatentSearch:
         keep = [i for i, e in enumerate(exprs) if not self.ev.seen(e) and str(e) not in exclude]
         if not keep:
             return []
-        with _numerics(), torch.no_grad():
+        with dense_numerics(ignore_warnings=True), torch.no_grad():
             vals = torch.cat(
                 [log_ei(pool[keep][j : j + 512].unsqueeze(1)) for j in range(0, len(keep), 512)]
             )
@@ -777,7 +758,7 @@ class _LatentSearch:
 
         from prolas.encoding import sequence_to_expression
         from prolas.errors import NumericsWarning
-        from prolas.surrogates.model import StructuralSurrogate, fit_gp, log_ei
+        from prolas.surrogates.model import StructuralSurrogate, fit_surrogate, log_ei
 
         if self._structural is None:
             self._structural = StructuralSurrogate("ot", self.vae.grammar)
@@ -812,7 +793,7 @@ class _LatentSearch:
             warnings.simplefilter("ignore", NumericsWarning)
             warnings.simplefilter("ignore", gpytorch.utils.warnings.NumericalWarning)
             try:
-                fit = fit_gp(
+                fit = fit_surrogate(
                     sur.new_kernel(),
                     sur.encode_expressions(exprs),
                     fit_ys,
