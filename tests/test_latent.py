@@ -244,23 +244,22 @@ def test_fit_cli_defaults_to_prolas_with_the_shipped_checkpoint(
 
 
 def test_train_vae_trains_on_the_data_inputs_before_searching(monkeypatch) -> None:
-    latent = importlib.import_module("prolas.search.latent")
+    vae = importlib.import_module("prolas.vae")
     from prolas.data import Dataset
-    from prolas.vae import VAEConfig
 
     # a tiny quick mode: the law (r_d on the data's x, then a search) not the quality
-    monkeypatch.setattr(latent, "QUICK_VAE_SAMPLES", 400)
+    monkeypatch.setattr(vae, "QUICK_VAE_SAMPLES", 400)
     monkeypatch.setattr(
-        latent, "quick_vae_config", lambda d=8: VAEConfig(latent_dim=2, hidden=(16,), epochs=2)
+        vae, "quick_vae_config", lambda d=8: vae.VAEConfig(latent_dim=2, hidden=(16,), epochs=2)
     )
     x = np.linspace(3.0, 9.0, 30)
     ds = Dataset.from_arrays(x, np.sin(x), name="t")
     msgs: list[str] = []
-    trained = latent.resolve_vae(ds, SearchConfig(train_vae=True), msgs.append)
+    cfg = SearchConfig(budget=4, train_vae=True)
+    trained = vae.resolve_vae(cfg.checkpoint, cfg.grammar, train_x=ds.x, log=msgs.append)
     assert np.allclose(trained.rd_x, x) and trained.latent_dim == 2
     assert any("training a data-specific KG-VAE on 30 inputs" in m for m in msgs)
     ev = Evaluator(Similarity("LIN + PER"), 4)
-    cfg = SearchConfig(budget=4, train_vae=True)
     res = search_prolas(ev, ds, cfg, trained=trained, options=FAST)
     assert res.evaluations == 4 and res.extra["checkpoint"] == "trained"
 

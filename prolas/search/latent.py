@@ -66,10 +66,9 @@ from __future__ import annotations
 
 import json
 import math
-import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -81,6 +80,7 @@ from prolas.limits import INITIAL_DESIGN, LATENT_SURROGATES
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
 from prolas.surrogates.model import dense_numerics
+from prolas.vae import resolve_vae
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.data import Dataset
@@ -89,8 +89,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "LatentBOConfig",
     "search_prolas",
-    "resolve_vae",
-    "quick_vae_config",
     "sequence_edits",
 ]
 
@@ -234,93 +232,6 @@ class LatentBOConfig:
             raise ProlasError("n_init, num_restarts and raw_samples must be at least 1")
         if self.warm_start < 0:
             raise ProlasError("warm_start must be at least 0")
-
-
-def quick_vae_config(latent_dim: int = 8):
-    """Quick data-specific KG-VAE settings for ``--train-vae`` (goal: <= 2 min, 2 cores)."""
-    from prolas.vae import VAEConfig
-
-    return VAEConfig(
-        latent_dim=latent_dim, hidden=(256, 256), epochs=30, patience=5, kl_warmup_epochs=8
-    )
-
-
-#: grammar draws for a quick data-specific KG-VAE
-QUICK_VAE_SAMPLES = 20_000
-
-_LOADED: dict[tuple, TrainedVAE] = {}
-
-
-def resolve_vae(
-    dataset: Dataset | None,
-    config: SearchConfig,
-    log: Callable[[str], None] | None = None,
-) -> TrainedVAE:
-    """The KG-VAE a search uses: ``config.checkpoint`` (shipped name or path), or with
-    ``config.train_vae`` a quick KG-VAE trained on ``dataset``'s inputs (r_d on x).
-
-    Loaded checkpoints are kept in memory (keyed by resolved file and modification time),
-    so multi-seed comparisons load each once.
-    """
-    from pathlib import Path
-
-    from prolas.grammar import Grammar
-    from prolas.vae import load_checkpoint, train_kgvae
-
-    log = log or (lambda s: None)
-    grammar = Grammar.from_file(config.grammar)
-    if config.train_vae:
-        if dataset is None:
-            raise ProlasError("--train-vae needs a data set (r_d is computed on its inputs)")
-        t0 = time.perf_counter()
-        latent_dim = _default_latent_dim()
-        vcfg = replace(quick_vae_config(latent_dim), seed=config.seed)
-        log(
-            f"training a data-specific KG-VAE on {dataset.n} inputs "
-            f"(latent dim {vcfg.latent_dim}, {QUICK_VAE_SAMPLES} grammar draws, "
-            f"<= {vcfg.epochs} epochs)"
-        )
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # measured: 2 threads on a busy 2-core machine is 10x slower
-        try:
-            trained = train_kgvae(
-                grammar, vcfg, x=dataset.x, n_samples=QUICK_VAE_SAMPLES, progress=False
-            )
-        finally:
-            torch.set_num_threads(threads)
-        q = trained.metadata.get("quality", {})
-        log(
-            f"trained KG-VAE in {time.perf_counter() - t0:.0f} s "
-            f"(held-out reconstruction {q.get('heldout_reconstruction', float('nan')):.0%})"
-        )
-        return trained
-    stem = str(config.checkpoint)
-    p = Path(stem)
-    key_path = p if p.suffix in (".pt", ".json") else p.with_name(p.name + ".json")
-    mtime = key_path.stat().st_mtime if key_path.is_file() else None
-    # a checkpoint carries its own grammar; an explicitly chosen other grammar must match
-    check = grammar if config.grammar != "default" else None
-    key = (stem, mtime, check.content_hash if check is not None else None)
-    if key not in _LOADED:
-        _LOADED[key] = load_checkpoint(stem, grammar=check)
-    trained = _LOADED[key]
-    q = trained.metadata.get("quality", {})
-    acc = q.get("heldout_reconstruction")
-    log(
-        f"loaded checkpoint {config.checkpoint} (latent dim {trained.latent_dim}"
-        + (f", held-out reconstruction {acc:.0%}" if acc is not None else "")
-        + ")"
-    )
-    return trained
-
-
-def _default_latent_dim() -> int:
-    from prolas.vae import list_checkpoints
-
-    for c in list_checkpoints():
-        if c.get("name") == "default" and "latent_dim" in c:
-            return int(c["latent_dim"])
-    return 8
 
 
 def size_trend(sizes: list[int], targets: list[float]) -> tuple[float, float]:
@@ -911,7 +822,15 @@ def search_prolas(
     log = log or (lambda s: None)
     options = options or LatentBOConfig()
     if trained is None:
-        trained = resolve_vae(dataset, config, log)
+        if config.train_vae and dataset is None:
+            raise ProlasError("--train-vae needs a data set (r_d is computed on its inputs)")
+        trained = resolve_vae(
+            config.checkpoint,
+            config.grammar,
+            train_x=dataset.x if config.train_vae else None,
+            seed=config.seed,
+            log=log,
+        )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         state = _LatentSearch(
