@@ -79,6 +79,7 @@ from prolas.expr import Expression, parse
 from prolas.limits import INITIAL_DESIGN, LATENT_SURROGATES
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
+from prolas.search.portfolio import warm_start
 from prolas.surrogates.model import dense_numerics
 from prolas.vae import resolve_vae
 
@@ -160,7 +161,6 @@ class LatentBOConfig:
             a benchmark library (:mod:`prolas.search.portfolio`; a dataset named like a
             library series is left out of the ranking), placed at the latent codes of
             their token sequences. The rest of the initial design is as ``init`` says.
-        portfolio: path of the library (None: the shipped ``portfolio_bic.json``).
         size_trend: (``ot``) give the surrogate a mean linear in an expression's number of
             hyperparameters k: least squares ``t ~ a + b k`` on the modelled targets
             (b clamped at 0: a larger model fits at least as well), the GP models the
@@ -201,7 +201,6 @@ class LatentBOConfig:
     box_expand: float = 0.1
     surrogate: str = "ot"
     warm_start: int = INITIAL_DESIGN
-    portfolio: str | None = None
     size_trend: bool = False
 
     @classmethod
@@ -395,34 +394,12 @@ class _LatentSearch:
 
     # --- initial design --------------------------------------------------------------
     def warm_start_points(self, k: int) -> list[tuple[torch.Tensor, Expression]]:
-        """Up to ``k`` new portfolio expressions (:mod:`prolas.search.portfolio`) valid in
-        the VAE's grammar, each at the latent code of its token sequence."""
-        from prolas.encoding import sequence_to_expression
-        from prolas.errors import GrammarError
-        from prolas.search.portfolio import BenchmarkScores, excluded_series
-
-        library = BenchmarkScores.load(self.opt.portfolio)
-        left_out = excluded_series(self.dataset_name, library.series)
-        grammar = self.vae.grammar
-        picked: list[tuple[tuple[str, ...], Expression]] = []
-        for i in library.select(len(library.expressions), left_out):
-            seq = library.sequences[i]
-            try:
-                grammar.validate_sequence(seq)
-            except GrammarError:
-                continue  # not in this grammar's search space
-            e = sequence_to_expression(seq)
-            if math.isfinite(grammar.log_prob(seq)) and not self.ev.seen(e):
-                picked.append((seq, e))
-            if len(picked) == k:
-                break
+        """Up to ``k`` new portfolio expressions valid in the VAE's grammar
+        (:func:`prolas.search.portfolio.warm_start`), each at the latent code of its
+        token sequence."""
+        picked = warm_start(self.vae.grammar, k, self.ev.seen, self.dataset_name, log=self.log)
         if not picked:
             return []
-        self.log(
-            f"warm start: {len(picked)} portfolio expressions ranked on "
-            f"{len(library.series) - len(left_out)} library series"
-            + (f" (left out: {', '.join(left_out)})" if left_out else "")
-        )
         U = self.to_unit(self.vae.encode_sequences([seq for seq, _ in picked]))
         self.sequence_of.update((str(e), seq) for seq, e in picked)
         return [(u, e) for u, (_, e) in zip(U, picked)]
