@@ -31,9 +31,9 @@ Loop (:meth:`_LatentSearch.run`):
    expressions of highest LogEI decoded from a latent pool: the acquisition
    optimiser's other starts (latent GP), Sobol points of the cube, Gaussian
    perturbations of the ``pool_top`` best points and the latent codes of grammar edits
-   of their sequences (:func:`sequence_edits`). Decoding thousands of points costs
-   ~0.1 s, so a step is never wasted on the large latent regions that decode to
-   frequent short expressions.
+   of their sequences (:func:`~prolas.surrogates.acquisition.sequence_edits`, CKS's
+   moves). Decoding thousands of points costs ~0.1 s, so a step is never wasted on the
+   large latent regions that decode to frequent short expressions.
 4. **Evaluate** the batch.
 5. **Diversify** when the surrogate has nothing to model, finds no new candidate, or
    ``stall_limit`` steps in a row found no new expression: perturb the incumbent with
@@ -63,7 +63,6 @@ warping, prior-weighted acquisition, size-aware mean, ...) are in
 from __future__ import annotations
 
 import json
-import math
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -73,20 +72,21 @@ import numpy as np
 import torch
 
 from prolas.encoding import sequence_to_expression
-from prolas.errors import GrammarError, NumericsWarning, ProlasError
+from prolas.errors import NumericsWarning, ProlasError
 from prolas.expr import Expression, parse
-from prolas.grammar import STOP, Grammar
+from prolas.grammar import Grammar
 from prolas.limits import INITIAL_DESIGN, LATENT_SURROGATES
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluator, SearchResult
 from prolas.search.portfolio import warm_start
+from prolas.surrogates.acquisition import sequence_edits
 from prolas.surrogates.model import dense_numerics
 from prolas.vae import TrainedVAE, resolve_vae
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.data import Dataset
 
-__all__ = ["LatentBOConfig", "search_prolas", "sequence_edits"]
+__all__ = ["LatentBOConfig", "search_prolas"]
 
 DTYPE = torch.float64
 
@@ -160,50 +160,6 @@ class LatentBOConfig:
             raise ProlasError("pool_sobol, pool_local and pool_top must be at least 1")
         if self.warm_start < 0:
             raise ProlasError("warm_start must be at least 0")
-
-
-def sequence_edits(seq: tuple[str, ...], grammar: Grammar) -> list[tuple[str, ...]]:
-    """Grammar-local neighbours of a token sequence (valid sequences of ``grammar``):
-
-    * append ``op B`` (S -> S + B, S -> S * B: CKS's expansions; S -> CP(S, B) and
-      CW(S, B) in a grammar with change operations),
-    * replace one kernel token by another base kernel (CKS's B -> B'),
-    * swap one operation (+ <-> *, or any other operation of the grammar),
-    * drop the last ``op K`` pair.
-
-    Not :func:`prolas.surrogates.acquisition.neighbours` (SMAC's one-exchange, which
-    truncates at every operation and keeps zero-probability base kernels) nor
-    :func:`prolas.search.greedy.expand` (CKS on the canonical expression, with
-    ``CP(S, S)``-style change rules): these are the moves whose latent codes the
-    candidate pool was measured with, and every result must have a latent code, so a
-    sequence of non-zero probability.
-
-    >>> len(sequence_edits(("LIN", "stop"), Grammar.default()))
-    11
-    """
-    core = list(seq[:-1] if seq and seq[-1] == STOP else seq)
-    kernels = [k for k, p in zip(grammar.base_kernels, grammar.p_base) if p > 0]
-    ops = [o for o, p in zip(grammar.operations, grammar.p_op) if o != STOP and p > 0]
-    n_ops = len(core) // 2
-    cands: list[list[str]] = []
-    if n_ops < grammar.max_operations:
-        cands += [core + [o, b] for o in ops for b in kernels]
-    for i in range(0, len(core), 2):
-        cands += [core[:i] + [b] + core[i + 1 :] for b in kernels if b != core[i]]
-    for i in range(1, len(core), 2):
-        cands += [core[:i] + [o] + core[i + 1 :] for o in ops if o != core[i]]
-    if n_ops >= 1:
-        cands.append(core[:-2])
-    out = []
-    for c in cands:
-        q = tuple(c) if len(c) // 2 == grammar.max_operations else (*c, STOP)
-        try:
-            grammar.validate_sequence(q)
-        except GrammarError:
-            continue
-        if math.isfinite(grammar.log_prob(q)):
-            out.append(q)
-    return out
 
 
 class _LatentSearch:
