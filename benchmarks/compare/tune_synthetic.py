@@ -1,3 +1,4 @@
+# Run at commit 8905dce: uses LatentBOConfig options and search.latent.resolve_vae since removed.
 """PROLAS vs random search on a synthetic objective over expressions (no GP fits).
 
 score(e) = 10 * Jaccard(product terms of e, of the target)
