@@ -30,7 +30,8 @@ from prolas.expr import parse  # noqa: E402
 from prolas.gp import FitConfig, fit_gp  # noqa: E402
 from prolas.gp import fit as gp  # noqa: E402
 from prolas.gp.gram import GramModel, linalg_seconds  # noqa: E402
-from prolas.pipeline import SearchConfig, run_search  # noqa: E402
+from prolas.pipeline import run_search  # noqa: E402
+from prolas.search.config import SearchConfig  # noqa: E402
 
 torch.set_num_threads(1)
 

@@ -157,7 +157,7 @@ def _same_history(a, b) -> bool:
 
 def run_prolas(args) -> dict:
     from prolas.errors import CheckpointError
-    from prolas.pipeline import SearchConfig
+    from prolas.search.config import SearchConfig
     from prolas.search.latent import search_prolas
     from prolas.vae import load_checkpoint
 

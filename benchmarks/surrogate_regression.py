@@ -57,7 +57,7 @@ from prolas.surrogates import (  # noqa: E402
     StructuralSurrogate,
     blockwise_solve,
     dense_solve,
-    fit_gp,
+    fit_surrogate,
 )
 
 OUT = ROOT / "benchmarks" / "surrogate_regression"
@@ -171,7 +171,7 @@ def predict_separate(space: ConditionalSpace, tr, ytr, te) -> np.ndarray:
             continue
         xk = space.one_hot(space.encode([tr[i] for i in rows_tr]))
         active = xk.abs().sum(0) > 0  # columns of the slots this size uses
-        fit = fit_gp(se_ard(int(active.sum())), xk[:, active], yk)
+        fit = fit_surrogate(se_ard(int(active.sum())), xk[:, active], yk)
         xt = space.one_hot(space.encode([te[i] for i in rows_te]))[:, active]
         out[rows_te] = fit.predict(xt)[0].numpy()
     return out
@@ -196,11 +196,11 @@ def predict(model: str, grammar, tr, ytr, te, registry, vae) -> np.ndarray:
         return predict_separate(space, tr, ytr, te)
     if model == "poor man's":
         x = space.one_hot(space.encode(tr), inactive=-1.0)
-        fit = fit_gp(se_ard(x.shape[-1]), x, ytr)
+        fit = fit_surrogate(se_ard(x.shape[-1]), x, ytr)
         return fit.predict(space.one_hot(space.encode(te), inactive=-1.0))[0].numpy()
     if model == "VAE latent":
         z = vae.encode_sequences(tr)
-        fit = fit_gp(se_ard(z.shape[-1]), z, ytr)
+        fit = fit_surrogate(se_ard(z.shape[-1]), z, ytr)
         return fit.predict(vae.encode_sequences(te))[0].numpy()
     raise ValueError(model)
 

@@ -27,10 +27,11 @@ from prolas.report.forecast import Forecast, forecast
 def search(dataset: Dataset, method: str = "prolas", **settings):
     """Run a structure search; returns ``(SearchResult, best FitResult)``.
 
-    ``settings`` are the fields of :class:`prolas.pipeline.SearchConfig`
+    ``settings`` are the fields of :class:`prolas.search.config.SearchConfig`
     (budget, restarts, seed, depth, grammar, checkpoint, batch, ...).
     """
-    from prolas.pipeline import SearchConfig, run_search
+    from prolas.pipeline import run_search
+    from prolas.search.config import SearchConfig
 
     return run_search(dataset, SearchConfig(method=method, **settings))
 

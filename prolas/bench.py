@@ -66,9 +66,10 @@ from prolas.errors import DataError, OutputExistsError, ProlasError
 from prolas.expr import parse
 from prolas.gp import FitConfig, FitResult, GPScorer, fit_gp
 from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR
-from prolas.pipeline import METHODS, SearchConfig, refit, run_search, search_data
+from prolas.pipeline import refit, run_search
 from prolas.records import Evaluation, Score, SearchResult, history_entry, json_clean, write_json
 from prolas.search.cache import CachedScorer
+from prolas.search.config import METHODS, SearchConfig, search_data
 from prolas.search.evaluator import Evaluator
 
 __all__ = [

@@ -546,7 +546,8 @@ def _prepare_out_dir(out: Path, force: bool) -> None:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from prolas.data import load_csv
-    from prolas.pipeline import SearchConfig, run_search
+    from prolas.pipeline import run_search
+    from prolas.search.config import SearchConfig
 
     _forecast_settings(args)  # before anything is read or written
     dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna)
@@ -585,7 +586,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         f"y={dataset.y_column!r}); search={config.method}, budget={config.budget}, "
         f"restarts={config.restarts}, seed={config.seed}"
     )
-    from prolas.pipeline import make_evaluator, search_data
+    from prolas.pipeline import make_evaluator
+    from prolas.search.config import search_data
     from prolas.search.executors import default_workers, make_executor
     from prolas.search.journal import open_journal
 
@@ -652,7 +654,8 @@ def _write_partial(out, dataset, config, ev, journal) -> int:
     """Ctrl-C: write a valid result.json of the evaluations finished so far; exit 130."""
 
     from prolas import records, report
-    from prolas.pipeline import best_fit, make_evaluator, search_data
+    from prolas.pipeline import best_fit, make_evaluator
+    from prolas.search.config import search_data
 
     searched = search_data(dataset, config)
     if ev is None:  # interrupted while starting: the journal is all there is
@@ -684,7 +687,7 @@ def _write_partial(out, dataset, config, ev, journal) -> int:
 
 def _searched_indices(dataset, config) -> list[int] | None:
     """Positions of the points a search ran on, or None when it ran on all of them."""
-    from prolas.pipeline import search_data
+    from prolas.search.config import search_data
 
     searched = search_data(dataset, config)
     return None if searched is dataset else dataset.spaced_indices(searched.n).tolist()

@@ -39,8 +39,8 @@ import numpy as np
 from prolas.data import Dataset
 from prolas.errors import ProlasError
 from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR
-from prolas.pipeline import METHODS, SearchConfig
 from prolas.records import SearchResult
+from prolas.search.config import METHODS, SearchConfig
 from prolas.search.evaluator import Evaluator
 
 __all__ = ["CompareResult", "run_compare", "summarise", "reach_index", "CHECKPOINTS_AT"]
@@ -162,7 +162,7 @@ def run_compare(
 
     Args:
         dataset: the data (may be None when ``scorer`` is given).
-        methods: names from :data:`prolas.pipeline.METHODS`.
+        methods: names from :data:`prolas.search.config.METHODS`.
         seeds: a count (seeds 0..n-1) or explicit seeds; CKS runs once (first seed).
         budget: unique evaluations per run.
         out: output directory (created); ``fits.jsonl`` there is the shared fit cache.

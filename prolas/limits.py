@@ -28,3 +28,11 @@ FORECAST_METHODS = ("best", "bma")
 DEFAULT_FORECAST = "bma"
 #: Models mixed by ``--forecast bma`` unless ``--forecast-models`` says otherwise.
 FORECAST_MODELS = 5
+
+#: What PROLAS models BIC with (``prolas fit --latent-surrogate``): ``ot``, a GP with the
+#: optimal-transport kernel on the decoded expressions (default), or ``latent``, a GP on the
+#: latent point (Algorithm 2 as published); :mod:`prolas.search.latent`.
+LATENT_SURROGATES = ("latent", "ot")
+#: Points of PROLAS's initial design; ``--warm-start K`` makes the first K of them portfolio
+#: expressions (:mod:`prolas.search.portfolio`).
+INITIAL_DESIGN = 10

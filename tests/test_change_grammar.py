@@ -36,10 +36,14 @@ from prolas.grammar import (
     sequence_expression,
 )
 from prolas.search.evaluator import Evaluator, TableScorer
-from prolas.search.latent import sequence_edits
 from prolas.search.structural import search_structural
 from prolas.surrogates import SURROGATES, ExpressionRegistry, OTConfig, StructuralSurrogate
-from prolas.surrogates.acquisition import mutate, neighbours, optimise_acquisition
+from prolas.surrogates.acquisition import (
+    mutate,
+    neighbours,
+    optimise_acquisition,
+    sequence_edits,
+)
 from prolas.surrogates.ot import expression_graph
 from prolas.surrogates.space import ConditionalSpace
 from prolas.vae import CHECKPOINTS_DIR

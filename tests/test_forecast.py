@@ -218,7 +218,8 @@ def test_rolling_origin_check_scores_the_end_of_the_data(trend_season, fits) -> 
 
 
 def test_top_fits_are_refitted_on_all_points_after_a_thinned_search(trend_season) -> None:
-    from prolas.pipeline import SearchConfig, run_search
+    from prolas.pipeline import run_search
+    from prolas.search.config import SearchConfig
 
     config = SearchConfig(method="cks", budget=4, restarts=1, search_points=30)
     result, best = run_search(trend_season, config)

@@ -14,8 +14,9 @@ from prolas.errors import OutputExistsError
 from prolas.expr import Expression, parse
 from prolas.gp import FactorFit, FitResult, TermFit
 from prolas.grammar import Grammar
-from prolas.pipeline import SearchConfig, best_fit
+from prolas.pipeline import best_fit
 from prolas.records import Evaluation, Score
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluator
 from prolas.search.greedy import search_cks
 from prolas.search.journal import (

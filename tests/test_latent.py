@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from prolas.expr import Expression, parse
-from prolas.pipeline import SearchConfig
 from prolas.records import Score
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator
 from prolas.search.latent import LatentBOConfig, search_prolas
 from prolas.search.random_search import search_random
@@ -77,7 +77,7 @@ def _first_hit(result, value: float, budget: int) -> int:
 def test_prolas_finds_the_optimum_faster_than_random_search(trained) -> None:
     # random search needs ~100 distinct draws on average to hit this target
     target, budget, seeds = "LIN + PER + SE", 20, range(4)
-    opts = replace(FAST, pool_edits=False, n_init=5, init="grammar")
+    opts = replace(FAST, n_init=5)
     optimum = Similarity(target).score(parse(target))
     hits_bo, hits_rnd = [], []
     for s in seeds:
@@ -93,9 +93,7 @@ def test_prolas_finds_the_optimum_faster_than_random_search(trained) -> None:
 def test_ot_surrogate_finds_the_optimum_faster_than_random_search(trained) -> None:
     # same objective; the GP now models the decoded expressions with the OT kernel
     target, budget, seeds = "LIN + PER + SE", 20, range(4)
-    opts = LatentBOConfig(
-        warm_start=0, n_init=5, surrogate="ot", pool_sobol=256, pool_local=256, pool_edits=True
-    )
+    opts = LatentBOConfig(warm_start=0, n_init=5, surrogate="ot", pool_sobol=256, pool_local=256)
     optimum = Similarity(target).score(parse(target))
     hits_bo, hits_rnd = [], []
     for s in seeds:
@@ -174,13 +172,10 @@ def test_same_seed_same_history_different_seed_differs(trained) -> None:
     assert run(6) != a
 
 
-@pytest.mark.parametrize("init", ["grammar", "sobol"])
-def test_batch_proposals_and_initial_designs(trained, init) -> None:
+def test_batch_proposals(trained) -> None:
     scorer = Similarity("LIN + PER")
     ev = Evaluator(scorer, budget=12)
-    opts = LatentBOConfig(
-        warm_start=0, num_restarts=4, raw_samples=64, mc_samples=32, n_init=4, init=init
-    )
+    opts = LatentBOConfig(warm_start=0, num_restarts=4, raw_samples=64, mc_samples=32, n_init=4)
     res = search_prolas(
         ev, None, SearchConfig(budget=12, seed=0, batch=3), trained=trained, options=opts
     )
@@ -200,7 +195,7 @@ x = np.linspace(0, 6, 50); y = np.sin(2 * np.pi * x) + 0.3 * x
 ds = Dataset.from_arrays(x, y, name="t")
 assert "botorch" not in sys.modules
 before = fit_gp("LIN + PER*SE", ds, restarts=2).log_likelihood
-from prolas.pipeline import SearchConfig
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator, TableScorer
 from prolas.search.latent import LatentBOConfig, search_prolas
 ev = Evaluator(TableScorer({"PER": 1.0}, default=0.0), 6)
@@ -245,64 +240,24 @@ def test_fit_cli_defaults_to_prolas_with_the_shipped_checkpoint(
 
 
 def test_train_vae_trains_on_the_data_inputs_before_searching(monkeypatch) -> None:
-    latent = importlib.import_module("prolas.search.latent")
+    vae = importlib.import_module("prolas.vae")
     from prolas.data import Dataset
-    from prolas.vae import VAEConfig
 
     # a tiny quick mode: the law (r_d on the data's x, then a search) not the quality
-    monkeypatch.setattr(latent, "QUICK_VAE_SAMPLES", 400)
+    monkeypatch.setattr(vae, "QUICK_VAE_SAMPLES", 400)
     monkeypatch.setattr(
-        latent, "quick_vae_config", lambda d=8: VAEConfig(latent_dim=2, hidden=(16,), epochs=2)
+        vae, "quick_vae_config", lambda d=8: vae.VAEConfig(latent_dim=2, hidden=(16,), epochs=2)
     )
     x = np.linspace(3.0, 9.0, 30)
     ds = Dataset.from_arrays(x, np.sin(x), name="t")
     msgs: list[str] = []
-    trained = latent.resolve_vae(ds, SearchConfig(train_vae=True), msgs.append)
+    cfg = SearchConfig(budget=4, train_vae=True)
+    trained = vae.resolve_vae(cfg.checkpoint, cfg.grammar, train_x=ds.x, log=msgs.append)
     assert np.allclose(trained.rd_x, x) and trained.latent_dim == 2
     assert any("training a data-specific KG-VAE on 30 inputs" in m for m in msgs)
     ev = Evaluator(Similarity("LIN + PER"), 4)
-    cfg = SearchConfig(budget=4, train_vae=True)
     res = search_prolas(ev, ds, cfg, trained=trained, options=FAST)
     assert res.evaluations == 4 and res.extra["checkpoint"] == "trained"
-
-
-def test_prior_weight_steers_ot_proposals_to_probable_expressions(trained) -> None:
-    # A flat objective (every expression scores the same up to its term overlap with a
-    # long target) leaves LogEI nearly uninformative, so a dominant grammar prior must
-    # pull the BO proposals (after the initial design) to shorter, likelier expressions.
-    def proposals(weight: float) -> list[str]:
-        ev = Evaluator(Similarity("LIN*PER*RQ + PER*SE*SE + LIN*RQ"), 14)
-        opts = LatentBOConfig(
-            warm_start=0,
-            n_init=4,
-            pool_sobol=256,
-            pool_local=256,
-            prior_weight=weight,
-            pool_edits=True,
-        )
-        res = search_prolas(
-            ev, None, SearchConfig(budget=14, seed=2), trained=trained, options=opts
-        )
-        assert res.evaluations == 14 and res.extra["surrogate_failures"] == 0
-        return [e.expression for e in res.history[4:]]
-
-    def mean_factors(exprs: list[str]) -> float:
-        return float(np.mean([sum(len(t) for t in parse(e).terms) for e in exprs]))
-
-    plain, steered = proposals(0.0), proposals(1e4)
-    assert mean_factors(steered) < mean_factors(plain), (plain, steered)
-
-
-def test_grammar_pool_alone_spends_the_budget_on_decoded_expressions(trained) -> None:
-    # only latent codes of grammar draws as candidates: still one new expression per step
-    scorer = Similarity("LIN + PER")
-    ev = Evaluator(scorer, 10)
-    opts = LatentBOConfig(
-        warm_start=0, n_init=3, pool_sobol=0, pool_local=0, pool_edits=False, pool_grammar=64
-    )
-    res = search_prolas(ev, None, SearchConfig(budget=10, seed=0), trained=trained, options=opts)
-    assert res.evaluations == 10 == len(set(scorer.calls))
-    assert res.extra["diversifications"] == 0 and res.extra["n_points"] >= 10
 
 
 class PenalisedFlat:
@@ -319,26 +274,22 @@ class PenalisedFlat:
         return Score(str(e), "ok", ll - 0.5 * e.n_params * self.LOG_N, ll, e.n_params, 0.0)
 
 
-def proposal_sizes(trained, objective, seed: int, **options) -> list[int]:
-    """Parameter counts of the 10 BO proposals after a 4-point Sobol design (OT surrogate,
-    small pools), for an objective over expressions."""
-    ev = Evaluator(objective, 14)
-    opts = LatentBOConfig(warm_start=0, n_init=4, pool_sobol=256, pool_local=256, **options)
-    res = search_prolas(ev, None, SearchConfig(budget=14, seed=seed), trained=trained, options=opts)
-    assert res.evaluations == 14 and res.extra["surrogate_failures"] == 0
-    return [parse(e.expression).n_params for e in res.history[4:]]
-
-
-def test_exact_penalty_recovers_ln_n_and_prefers_cheaper_expressions(trained) -> None:
+def test_exact_penalty_makes_proposals_cheaper_on_a_flat_likelihood(trained) -> None:
     # With the complexity term subtracted exactly, a GP that sees a flat log-likelihood
-    # predicts the highest BIC for the candidates with fewest parameters; a GP on BIC
-    # itself has to learn that from the data.
+    # predicts the highest BIC for the candidates with fewest parameters, so the BO
+    # proposals (after a 4-point Sobol design) are smaller than random search's draws.
+    def sizes(result) -> list[int]:
+        return [parse(e.expression).n_params for e in result.history[4:]]
+
     objective = PenalisedFlat("LIN*PER*RQ + SE")
-    model = proposal_sizes(trained, objective, 1, penalty="model")
-    exact = proposal_sizes(trained, objective, 1, penalty="exact")
-    assert np.mean(exact) < np.mean(model), (model, exact)
-    with pytest.raises(Exception, match="unknown penalty"):
-        LatentBOConfig(penalty="bic")
+    opts = LatentBOConfig(warm_start=0, n_init=4, pool_sobol=256, pool_local=256)
+    ev = Evaluator(objective, 14)
+    res = search_prolas(ev, None, SearchConfig(budget=14, seed=1), trained=trained, options=opts)
+    assert res.evaluations == 14 and res.extra["surrogate_failures"] == 0
+    drawn = search_random(Evaluator(objective, 14), trained.grammar, seed=1)
+    assert np.mean(sizes(res)) < np.mean(sizes(drawn)), (sizes(res), sizes(drawn))
+    with pytest.raises(Exception, match="unknown surrogate"):
+        LatentBOConfig(surrogate="bic")
 
 
 def test_half_log_n_is_read_off_the_evaluations(trained) -> None:
@@ -353,32 +304,3 @@ def test_half_log_n_is_read_off_the_evaluations(trained) -> None:
     ev.evaluate_many([e])
     state.add(torch.zeros(trained.latent_dim), e)
     assert state._half_log_n() == pytest.approx(PenalisedFlat.LOG_N / 2)
-
-
-def test_size_trend_is_a_least_squares_line_with_a_non_negative_slope() -> None:
-    from prolas.search.latent import size_trend
-
-    k = [2, 4, 6, 9]
-    a, b = size_trend(k, [1.0 + 3.0 * v for v in k])
-    assert a == pytest.approx(1.0) and b == pytest.approx(3.0)
-    t = [5.0, 1.0, -2.0, 0.5]  # falling: slope clamped, intercept = mean
-    assert size_trend(k, t) == pytest.approx((float(np.mean(t)), 0.0))
-    assert size_trend([3, 3, 3], [1.0, 2.0, 6.0]) == pytest.approx((3.0, 0.0))  # no spread
-
-
-class PenalisedGrowing(PenalisedFlat):
-    """Log-likelihood ``6 k`` (+5 with a PER factor): every parameter buys more than its
-    penalty of 4, so BIC grows with size."""
-
-    def __call__(self, e: Expression) -> Score:
-        ll = 6.0 * e.n_params + (5.0 if "PER" in str(e) else 0.0)
-        return Score(str(e), "ok", ll - 0.5 * e.n_params * self.LOG_N, ll, e.n_params, 0.0)
-
-
-def test_size_trend_steers_proposals_to_larger_expressions_when_size_pays(trained) -> None:
-    # Without the trend, candidates far (in OT distance) from the data are predicted at
-    # the mean log-likelihood with their exact, smaller penalty; with it, the surrogate
-    # extrapolates that larger expressions fit better, as they do here.
-    with_trend = proposal_sizes(trained, PenalisedGrowing("SE"), 2, size_trend=True)
-    without = proposal_sizes(trained, PenalisedGrowing("SE"), 2, size_trend=False)
-    assert np.mean(with_trend) > np.mean(without), (with_trend, without)

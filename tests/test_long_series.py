@@ -9,8 +9,9 @@ import pytest
 
 from prolas.data import Dataset
 from prolas.gp import predict
-from prolas.pipeline import SearchConfig, refit, run_search, search_data
+from prolas.pipeline import refit, run_search
 from prolas.report import validate_result_json
+from prolas.search.config import SearchConfig, search_data
 
 
 def _trend_and_season(n: int, seed: int = 0) -> Dataset:

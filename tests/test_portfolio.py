@@ -14,8 +14,8 @@ from prolas.encoding import sequence_to_expression
 from prolas.errors import ProlasError
 from prolas.expr import parse
 from prolas.grammar import Grammar
-from prolas.pipeline import SearchConfig
 from prolas.records import Score
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator
 from prolas.search.latent import LatentBOConfig, search_prolas
 from prolas.search.portfolio import BenchmarkScores, _rank_percentiles, excluded_series

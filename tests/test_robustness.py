@@ -36,8 +36,9 @@ from prolas.data import MAX_MAGNITUDE, Dataset, _moments, load_csv
 from prolas.errors import DataError, NonFiniteError
 from prolas.expr import parse
 from prolas.gp import FactorFit, FitConfig, FitResult, GPScorer, TermFit, fit_gp
-from prolas.pipeline import SearchConfig, run_search
+from prolas.pipeline import run_search
 from prolas.records import Evaluation, Score, SearchResult, first_non_finite
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator, TableScorer
 from prolas.search.journal import JOURNAL_NAME, Journal, open_journal, read_journal
 

@@ -353,7 +353,7 @@ def test_ot_cross_only_prediction_matches_joint_on_training_expressions() -> Non
     the joint prediction at the training expressions and stays a valid posterior elsewhere:
     finite means, variances in (0, prior variance]."""
     from prolas.grammar import Grammar
-    from prolas.surrogates.model import StructuralSurrogate, fit_gp
+    from prolas.surrogates.model import StructuralSurrogate, fit_surrogate
 
     g = Grammar.default()
     exprs = list(
@@ -363,7 +363,9 @@ def test_ot_cross_only_prediction_matches_joint_on_training_expressions() -> Non
     )
     train, test = exprs[:15], exprs[15:45]
     sur = StructuralSurrogate("ot", g)
-    fit = fit_gp(sur.new_kernel(), sur.encode_expressions(train), [len(e) for e in train], 30)
+    fit = fit_surrogate(
+        sur.new_kernel(), sur.encode_expressions(train), [len(e) for e in train], 30
+    )
     xt = sur.encode_expressions(train)
     assert torch.allclose(fit.predict(xt, joint=False)[0], fit.predict(xt)[0], atol=1e-8)
     mu, var = fit.predict(sur.encode_expressions(test), joint=False)

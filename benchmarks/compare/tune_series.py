@@ -1,3 +1,4 @@
+# LatentBOConfig options removed later (init, duplicates, warp, trust_region, ...): run at 8905dce.
 """PROLAS design variants on a tuning series (not the airline/mauna test series).
 
 Runs ``prolas.compare.run_compare`` with a given KG-VAE checkpoint and

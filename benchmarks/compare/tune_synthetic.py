@@ -1,3 +1,4 @@
+# Run at commit 8905dce: uses LatentBOConfig options and search.latent.resolve_vae since removed.
 """PROLAS vs random search on a synthetic objective over expressions (no GP fits).
 
 score(e) = 10 * Jaccard(product terms of e, of the target)
@@ -20,8 +21,8 @@ import numpy as np
 import torch
 
 from prolas.expr import Expression, parse
-from prolas.pipeline import SearchConfig
 from prolas.records import Score
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator
 from prolas.search.latent import LatentBOConfig, resolve_vae, search_prolas
 from prolas.search.random_search import search_random

@@ -68,8 +68,8 @@ from prolas.limits import FORECAST_METHODS
 from prolas.report.plots import agg_pyplot, mark_changes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from prolas.pipeline import SearchConfig
     from prolas.records import SearchResult
+    from prolas.search.config import SearchConfig
 
 __all__ = [
     "Forecast",
@@ -408,7 +408,7 @@ def top_fits(
     """The ``k`` highest-BIC distinct successful models of a search, fitted on ``dataset``.
 
     A search keeps each evaluation's FitResult (fitted on the points it searched).
-    When it searched a subsample (:func:`prolas.pipeline.search_data`), each model is
+    When it searched a subsample (:func:`prolas.search.config.search_data`), each model is
     refitted on all of ``dataset`` with :func:`prolas.pipeline.refit`, as the best
     model is, so all weights compare fits on the same data; ``best`` (the pipeline's
     already refitted best model) is reused. An evaluation without a FitResult is
@@ -416,7 +416,8 @@ def top_fits(
     Returned in order of BIC on the searched points.
     """
     from prolas.gp import fit_gp
-    from prolas.pipeline import refit, search_data
+    from prolas.pipeline import refit
+    from prolas.search.config import search_data
 
     searched = search_data(dataset, config)
     ranked = sorted((e for e in result.history if e.ok), key=lambda e: (-e.bic, e.index or 0))

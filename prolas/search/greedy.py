@@ -57,7 +57,12 @@ def expand(expr: Expression, base_kernels: Sequence[str], change: bool = False) 
     ``change``, the change rules (module docstring).
 
     Returned in a fixed order (deterministic), without duplicates and without
-    ``expr`` itself.
+    ``expr`` itself. These moves act on the canonical expression (a replacement can
+    change one factor of one expanded term; the change rules wrap S whole), unlike
+    :func:`prolas.surrogates.acquisition.sequence_edits` and
+    :func:`~prolas.surrogates.acquisition.neighbours`, which edit grammar token sequences
+    (the representation the KG-VAE encodes and the structural BO searches), so each
+    search keeps the moves it was measured with.
     """
     out: list[Expression] = []
     seen = {expr}

@@ -42,7 +42,7 @@ Python floats exactly); the search then continues where the crash stopped it.
 >>> import tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "journal.jsonl"
 >>> j = Journal.create(p, {"method": "cks"})
->>> from prolas.search.evaluator import Evaluation
+>>> from prolas.records import Evaluation
 >>> j.append(Evaluation(1, "SE", "ok", -35.0, -27.5, 3, 0.4, None), elapsed=0.5)
 >>> j.close()
 >>> [e.expression for e in Journal.resume(p, {"method": "cks"}).entries]
@@ -68,7 +68,7 @@ from prolas.search.evaluator import Evaluator
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.data import Dataset
-    from prolas.pipeline import SearchConfig
+    from prolas.search.config import SearchConfig
 
 __all__ = [
     "JOURNAL_NAME",
@@ -117,7 +117,7 @@ def fingerprint(dataset: Dataset, config: SearchConfig) -> dict[str, Any]:
         "seed": int(config.seed),
         "fit": asdict(config.fit_config),
     }
-    from prolas.pipeline import search_data
+    from prolas.search.config import search_data
 
     searched = search_data(dataset, config).n
     if searched < dataset.n:  # a subsample search scores other data than a full one

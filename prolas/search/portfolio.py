@@ -24,14 +24,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from prolas.errors import ProlasError
+from prolas.encoding import sequence_to_expression
+from prolas.errors import GrammarError, ProlasError
+from prolas.expr import Expression
+from prolas.grammar import Grammar
+from prolas.grammar import Sequence as GSeq
 
-__all__ = ["PORTFOLIO_PATH", "BenchmarkScores", "excluded_series"]
+__all__ = ["PORTFOLIO_PATH", "BenchmarkScores", "excluded_series", "warm_start"]
 
 #: The shipped library of benchmark BIC scores.
 PORTFOLIO_PATH = Path(__file__).with_name("portfolio_bic.json")
@@ -140,3 +145,40 @@ def _rank_percentiles(B: np.ndarray) -> np.ndarray:
     if n == 1:
         return np.ones_like(B)
     return np.ascontiguousarray((rankdata(B, method="average", axis=0) - 1.0) / (n - 1))
+
+
+def warm_start(
+    grammar: Grammar,
+    k: int,
+    seen: Callable[[Expression], bool],
+    dataset_name: str | None = None,
+    path: str | Path | None = None,
+    log: Callable[[str], None] | None = None,
+) -> list[tuple[GSeq, Expression]]:
+    """The warm start of a search: up to ``k`` portfolio expressions (best first) of the
+    library at ``path`` (default: the shipped one), ranked without the series that are
+    ``dataset_name`` (:func:`excluded_series`), each with the token sequence that
+    produces it. Only expressions in ``grammar``'s search space (a valid sequence of
+    non-zero probability) that are not ``seen`` are kept.
+    """
+    library = BenchmarkScores.load(path)
+    left_out = excluded_series(dataset_name, library.series)
+    picked: list[tuple[GSeq, Expression]] = []
+    for i in library.select(len(library.expressions), left_out):
+        seq = library.sequences[i]
+        try:
+            grammar.validate_sequence(seq)
+        except GrammarError:
+            continue  # not in this grammar's search space
+        e = sequence_to_expression(seq)
+        if math.isfinite(grammar.log_prob(seq)) and not seen(e):
+            picked.append((seq, e))
+        if len(picked) == k:
+            break
+    if picked and log is not None:
+        log(
+            f"warm start: {len(picked)} portfolio expressions ranked on "
+            f"{len(library.series) - len(left_out)} library series"
+            + (f" (left out: {', '.join(left_out)})" if left_out else "")
+        )
+    return picked

@@ -23,7 +23,8 @@ from prolas.surrogates.model import (
     SURROGATES,
     FittedSurrogate,
     StructuralSurrogate,
-    fit_gp,
+    dense_numerics,
+    fit_surrogate,
     log_ei,
 )
 from prolas.surrogates.ot import (
@@ -52,7 +53,8 @@ __all__ = [
     "blockwise_solve",
     "dense_solve",
     "expression_graph",
-    "fit_gp",
+    "dense_numerics",
+    "fit_surrogate",
     "gram_min_eigenvalue",
     "log_ei",
     "otmann_distance",

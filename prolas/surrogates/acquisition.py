@@ -16,12 +16,16 @@ canonical expressions are not excluded (already evaluated), best first:
   one-slot neighbour (:func:`neighbours`) while that improves the acquisition.
 * ``"random"`` — score ``n_random`` grammar samples.
 
+:func:`sequence_edits`, a subset of :func:`neighbours`, are the moves of PROLAS's latent
+candidate pool.
+
 Every candidate is a valid grammar sequence (mutations and neighbours are checked
 with :meth:`Grammar.validate_sequence`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -37,6 +41,7 @@ __all__ = [
     "mutate",
     "neighbours",
     "optimise_acquisition",
+    "sequence_edits",
 ]
 
 ACQ_OPTIMISERS: tuple[str, ...] = ("ea", "local", "random")
@@ -128,6 +133,9 @@ def neighbours(seq: GSeq, grammar: Grammar) -> list[GSeq]:
     other operation of the grammar or ``stop`` (truncation); the ``stop`` slot (if N_max
     is not reached) takes each operation (``+``, ``*``, and ``CP``/``CW`` where the
     grammar has them), which activates the next kernel slot with each base kernel in turn.
+
+    PROLAS's candidate pool takes the subset :func:`sequence_edits`; CKS's
+    :func:`prolas.search.greedy.expand` works on the canonical expression instead.
     """
     kernels, ops = sequence_kernels_ops(seq)
     n_max = grammar.max_operations
@@ -150,6 +158,31 @@ def neighbours(seq: GSeq, grammar: Grammar) -> list[GSeq]:
     for s in out:
         grammar.validate_sequence(s)
     return out
+
+
+def sequence_edits(seq: GSeq, grammar: Grammar) -> list[GSeq]:
+    """The moves of PROLAS's latent candidate pool (:mod:`prolas.search.latent`), CKS's
+    moves on a token sequence: the :func:`neighbours` of ``seq`` that drop at most its
+    last ``op K`` pair and have non-zero probability (the pool encodes each of them):
+
+    * append ``op B`` (S -> S + B, S -> S * B; S -> CP(S, B) and CW(S, B) in a grammar
+      with change operations),
+    * replace one kernel token by another base kernel (B -> B'),
+    * swap one operation (+ <-> *, or any other operation of the grammar),
+    * drop the last ``op K`` pair.
+
+    >>> len(sequence_edits(("LIN", "stop"), Grammar.default()))
+    11
+    """
+    n_kernels = len(sequence_kernels_ops(seq)[0])
+    never = {k for k, p in zip(grammar.base_kernels, grammar.p_base) if p <= 0}
+    return [
+        q
+        for q in neighbours(seq, grammar)
+        if len(sequence_kernels_ops(q)[0]) >= n_kernels - 1
+        and not never & set(q[0::2])
+        and math.isfinite(grammar.log_prob(q))
+    ]
 
 
 class _Scored:

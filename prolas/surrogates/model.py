@@ -6,7 +6,7 @@ kernel), fits a GPyTorch ``ExactGP`` (constant mean, Gaussian noise, float64) by
 maximising the exact marginal likelihood with L-BFGS, and predicts.
 
 Numerics are explicit (they do not depend on what ``import botorch`` set globally):
-every fit and prediction runs with ``fast_computations`` off, i.e. dense Cholesky.
+every fit and prediction runs under :func:`dense_numerics`, i.e. dense Cholesky.
 
 Acquisition: expected improvement for maximisation in log space,
 
@@ -29,11 +29,13 @@ torch.Size([2])
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import gpytorch
+import linear_operator
 import numpy as np
 import torch
 from gpytorch.constraints import GreaterThan, Interval
@@ -55,7 +57,8 @@ __all__ = [
     "StructuralSurrogate",
     "FittedSurrogate",
     "ExactSurrogateGP",
-    "fit_gp",
+    "dense_numerics",
+    "fit_surrogate",
     "log_ei",
 ]
 
@@ -63,11 +66,27 @@ __all__ = [
 SURROGATES: tuple[str, ...] = ("arc", "hierarchical", "conditional", "laplace", "ot")
 
 
-def _numerics():
-    """Dense Cholesky everywhere, whatever the global linear_operator settings are."""
-    return gpytorch.settings.fast_computations(
-        covar_root_decomposition=False, log_prob=False, solves=False
-    )
+@contextlib.contextmanager
+def dense_numerics(ignore_warnings: bool = False) -> Iterator[None]:
+    """Float64-safe GPyTorch settings for the surrogates and the latent BO, whatever
+    ``import botorch`` set globally: fast computations off and no size limit on the
+    Cholesky factorisation (dense Cholesky at every size). ``ignore_warnings`` also
+    silences the warnings raised inside (BoTorch's standardisation and conditioning
+    warnings, which the latent BO handles itself).
+
+    :mod:`prolas.gp` computes its likelihood with its own torch Cholesky and is unaffected.
+    """
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(
+            gpytorch.settings.fast_computations(
+                covar_root_decomposition=False, log_prob=False, solves=False
+            )
+        )
+        stack.enter_context(linear_operator.settings.max_cholesky_size(2**31 - 1))
+        if ignore_warnings:
+            stack.enter_context(warnings.catch_warnings())
+            warnings.simplefilter("ignore")
+        yield
 
 
 class ExactSurrogateGP(gpytorch.models.ExactGP):
@@ -127,7 +146,7 @@ class FittedSurrogate:
         c = m.mean_module.constant.detach()
         s2 = m.likelihood.noise.detach().reshape(())
         means, variances = [], []
-        with torch.no_grad(), _numerics():
+        with torch.no_grad(), dense_numerics():
             if _is_ot(kern) and not joint:
                 ktt = kern.forward(xt, xt)
                 it = xt[:, 0].round().long().numpy()
@@ -247,10 +266,10 @@ class StructuralSurrogate:
     ) -> FittedSurrogate:
         """Fit on (sequences, targets); ``warm_start`` copies a previous fit's hyperparameters."""
         init = warm_start.hyperparameters() if warm_start is not None else None
-        return fit_gp(self.new_kernel(), self.encode(seqs), y, max_iter=max_iter, init=init)
+        return fit_surrogate(self.new_kernel(), self.encode(seqs), y, max_iter=max_iter, init=init)
 
 
-def fit_gp(
+def fit_surrogate(
     kernel: Kernel,
     x: torch.Tensor,
     y: Sequence[float] | torch.Tensor,
@@ -281,7 +300,7 @@ def fit_gp(
 
     def closure():
         opt.zero_grad()
-        with _numerics():
+        with dense_numerics():
             loss = -mll(model(x), ys)
         value = loss.item()
         if math.isfinite(value):

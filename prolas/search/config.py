@@ -1,0 +1,112 @@
+"""Settings of one structure search (:class:`SearchConfig`), shared by every strategy.
+
+The CLI maps its flags onto :class:`SearchConfig`; :mod:`prolas.pipeline` runs the
+strategy it names. It lives with the strategies (which read it) and imports none of
+them: the values its validation needs are in :mod:`prolas.limits`. :func:`search_data` is
+the part of the data set a configured search runs on (journal, pipeline and forecast
+read it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from prolas.errors import ProlasError
+from prolas.gp import FitConfig
+from prolas.limits import (
+    DEFAULT_CHECKPOINT,
+    DEFAULT_GRAMMAR,
+    INITIAL_DESIGN,
+    LATENT_SURROGATES,
+    SEARCH_POINTS,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from prolas.data import Dataset
+
+__all__ = ["METHODS", "SearchConfig", "search_data"]
+
+METHODS = ("prolas", "cks", "random", "structural")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Settings of one structure search (the CLI maps its flags onto this).
+
+    Attributes:
+        method: ``prolas`` (BO in the KG-VAE latent space), ``cks`` (greedy),
+            ``random`` (grammar samples) or ``structural`` (BO over expressions).
+        budget: unique expensive evaluations (distinct canonical expressions fitted).
+        restarts: random restarts per GP fit (batched).
+        seed: seeds the strategy and every fit.
+        depth: CKS depth limit.
+        change: CKS also expands by the Automatic Statistician's change rules
+            (``CP(S, S)``, ``CW(S, S)``, ``CW(S, C)``, ``CW(C, S)``, ``CP(S, B)``,
+            ``CP(B, S)``; :func:`prolas.search.greedy.expand`). On by default: it
+            forecast better than plain CKS on every tuning series (README).
+        grammar: grammar file or shipped grammar name (random, structural, prolas).
+        checkpoint: KG-VAE checkpoint path or shipped name (prolas).
+        train_vae: train a data-specific KG-VAE on the data's inputs first (prolas).
+        batch: proposals per iteration (q).
+        surrogate, acq_opt: structural search's surrogate kernel and acquisition optimiser.
+        latent_surrogate: what PROLAS models BIC with: ``ot`` (a GP with the OT kernel on
+            the decoded expressions, default) or ``latent`` (a GP on the latent point,
+            Algorithm 2 as published); see :class:`prolas.search.latent.LatentBOConfig`.
+        warm_start: PROLAS: how many of the initial design's 10 points are the
+            meta-learned portfolio of expressions that ranked well on other benchmark
+            series (:mod:`prolas.search.portfolio`); 0 for a Sobol design only.
+        search_points: longer series are searched on this many evenly spaced points
+            (exact GPs; :meth:`Dataset.thinned`) and the best model is then refitted on
+            all points (:func:`prolas.pipeline.refit`); 0 searches on all points.
+    """
+
+    method: str = "prolas"
+    budget: int = 50
+    restarts: int = 8
+    seed: int = 0
+    depth: int = 4
+    change: bool = True
+    grammar: str = DEFAULT_GRAMMAR
+    checkpoint: str = DEFAULT_CHECKPOINT
+    train_vae: bool = False
+    batch: int = 1
+    surrogate: str = "hierarchical"
+    acq_opt: str = "ea"
+    latent_surrogate: str = "ot"
+    warm_start: int = INITIAL_DESIGN
+    search_points: int = SEARCH_POINTS
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ProlasError(f"unknown search method {self.method!r}; choose from {METHODS}")
+        if self.budget < 1:
+            raise ProlasError("--budget must be at least 1")
+        if self.restarts < 1:
+            raise ProlasError("--restarts must be at least 1")
+        if self.batch < 1:
+            raise ProlasError("--batch must be at least 1")
+        if self.depth < 1:
+            raise ProlasError("--depth must be at least 1")
+        if self.search_points != 0 and self.search_points < 20:
+            raise ProlasError("--search-points must be 0 (all points) or at least 20")
+        if self.latent_surrogate not in LATENT_SURROGATES:
+            raise ProlasError(f"--latent-surrogate must be one of {', '.join(LATENT_SURROGATES)}")
+        if not 0 <= self.warm_start <= INITIAL_DESIGN:
+            raise ProlasError(f"--warm-start must be between 0 and {INITIAL_DESIGN}")
+
+    @property
+    def fit_config(self) -> FitConfig:
+        return FitConfig(restarts=self.restarts, seed=self.seed)
+
+    def replace(self, **changes) -> SearchConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def search_data(dataset: Dataset, config: SearchConfig) -> Dataset:
+    """The points a search runs on: all of them, or an evenly spaced subsample of
+    ``config.search_points`` (same standardisation, so its fits hold for all points)."""
+    if config.search_points and dataset.n > config.search_points:
+        return dataset.thinned(config.search_points)
+    return dataset
