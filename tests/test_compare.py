@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from prolas.compare import reach_index, run_compare, summarise
+from prolas.bench.compare import reach_index, run_compare, summarise
 from prolas.records import Evaluation, SearchResult
 from prolas.search.evaluator import TableScorer
 

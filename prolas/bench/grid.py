@@ -448,7 +448,7 @@ def _provenance() -> dict:
         except metadata.PackageNotFoundError:
             packages[name] = None
     out: dict = {"prolas_version": __version__, "packages": packages}
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # the checkout holding prolas/
     try:
         git = ["git", "-C", str(root)]
         commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
