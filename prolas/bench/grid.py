@@ -40,7 +40,14 @@ from prolas.bench.cells import (
     thin,
     write_cell,
 )
-from prolas.bench.stats import BUDGETS, best_traces, cks_final_bic, fmt, mean_se, summarise
+from prolas.bench.stats import (
+    best_traces,
+    cks_final_bic,
+    fmt,
+    marks,
+    mean_se_curve,
+    summarise,
+)
 from prolas.data import Dataset
 from prolas.errors import DataError, ProlasError
 from prolas.gp import FitConfig, FitResult, GPScorer
@@ -60,9 +67,12 @@ __all__ = [
     "parse_datasets",
     "TimedScorer",
     "cached_scorer",
+    "Search",
+    "search_and_fit",
     "run_cell",
     "GridProgress",
     "run_bench",
+    "summary_columns",
     "summary_markdown",
     "plot_bench_convergence",
     "write_bench_outputs",
@@ -269,8 +279,20 @@ def cached_scorer(dataset: Dataset, config: BenchConfig, out: Path, name: str) -
     return CachedScorer(GPScorer(dataset, config.fit_config), out / "fits" / f"{name}.jsonl")
 
 
+#: How a cell searches: ``(evaluator, data, settings) -> (SearchResult, best fit or None)``.
+Search = Callable[[Evaluator, Dataset | None, SearchConfig], tuple[SearchResult, FitResult | None]]
+
+
+def search_and_fit(
+    ev: Evaluator, dataset: Dataset | None, config: SearchConfig
+) -> tuple[SearchResult, FitResult | None]:
+    """The grid's :data:`Search`: :func:`prolas.pipeline.run_search` (the search, then
+    the best model's fit), as ``prolas fit`` runs it."""
+    return run_search(dataset, config, evaluator=ev)
+
+
 def run_cell(
-    dataset: Dataset,
+    dataset: Dataset | None,
     spec: MethodSpec,
     seed: int,
     config: BenchConfig,
@@ -278,24 +300,31 @@ def run_cell(
     on_result: Callable[[Evaluation], None] | None = None,
     *,
     name: str | None = None,
+    search: Search = search_and_fit,
+    search_config: SearchConfig | None = None,
 ) -> tuple[dict, SearchResult, FitResult | None]:
-    """One search through a fresh Evaluator around ``scorer`` (whose ``misses``, if it
-    has them, count the new fits); returns the cell record
-    (:func:`prolas.bench.cells.cell_record`, data set ``name``, default
-    ``dataset.name``), the SearchResult and the best fit."""
+    """One search through a fresh Evaluator around ``scorer``.
+
+    ``search`` runs it with ``search_config`` (default: ``spec``'s settings in
+    ``config`` with search seed ``seed``). The scorer's time is measured, and its
+    ``misses``, if it has them, count the new fits. Returns the cell record
+    (:func:`prolas.bench.cells.cell_record`; data set ``name``, default
+    ``dataset.name``), the SearchResult and the best fit.
+    """
+    settings = search_config or spec.search_config(config, seed)
     timed = TimedScorer(scorer)
-    ev = Evaluator(timed, budget=config.budget, on_result=on_result)
+    ev = Evaluator(timed, budget=settings.budget, on_result=on_result)
     misses = getattr(scorer, "misses", 0)
     t0 = time.perf_counter()
-    result, best = run_search(dataset, spec.search_config(config, seed), evaluator=ev)
+    result, best = search(ev, dataset, settings)
     wall = time.perf_counter() - t0
     cell = cell_record(
         result,
-        dataset=name or dataset.name,
+        dataset=name or getattr(dataset, "name", ""),
         method=spec.label,
         seed=seed,
-        n=dataset.n,
-        budget=config.budget,
+        n=getattr(dataset, "n", None),
+        budget=settings.budget,
         wall_seconds=wall,
         scoring_seconds=timed.seconds,
         new_fits=getattr(scorer, "misses", 0) - misses,
@@ -403,9 +432,27 @@ def run_bench(
 # --- outputs -------------------------------------------------------------------------------
 
 
+def summary_columns(budget: int) -> list[str]:
+    """The columns of the grid's ``summary.csv``: a selection of
+    :func:`prolas.bench.stats.summary_rows` (mean and s.e. at each mark)."""
+    columns = ["dataset", "method", "seeds", "budget"]
+    for b in marks(budget):
+        columns += [f"best_at_{b}_mean", f"best_at_{b}_se"]
+    return columns + [
+        "evaluations_mean",
+        "cks_final_bic",
+        "evals_to_cks_median",
+        "evals_to_cks_never",
+        "fit_seconds_per_seed",
+        "strategy_seconds_per_seed",
+        "new_fits",
+    ]
+
+
 def summary_markdown(summary: pd.DataFrame, budget: int) -> str:
-    """The summary table as markdown, one section per data set."""
-    marks = [b for b in BUDGETS if b < budget] + [budget]
+    """The summary table (:func:`prolas.bench.stats.summarise`) as markdown, one section
+    per data set."""
+    at = marks(budget)
     lines = [
         "# Search quality",
         "",
@@ -419,13 +466,13 @@ def summary_markdown(summary: pd.DataFrame, budget: int) -> str:
     for dataset, df in summary.groupby("dataset", sort=False):
         seeds = sorted(set(df["seeds"]))
         lines += [f"## {dataset}", ""]
-        head = ["method", "seeds"] + [f"n={b}" for b in marks]
+        head = ["method", "seeds"] + [f"n={b}" for b in at]
         head += ["to CKS (never)", "fit s", "strategy s"]
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for _, r in df.iterrows():
             cells = [f"`{r['method']}`", str(r["seeds"])]
-            for b in marks:
+            for b in at:
                 m, se = r[f"best_at_{b}_mean"], r[f"best_at_{b}_se"]
                 cells.append(f"{fmt(m)} ± {fmt(se)}" if math.isfinite(m) else "-")
             med = r["evals_to_cks_median"]
@@ -463,8 +510,7 @@ def plot_bench_convergence(
     lows = []
     for i, method in enumerate(methods):
         tr = best_traces(cells, dataset, method, budget)
-        stats = np.array([mean_se(tr[:, j]) for j in range(budget)]).reshape(budget, 2)
-        mean, se = stats[:, 0], stats[:, 1]
+        mean, se = mean_se_curve(tr)
         color = f"C{i}"
         ax.plot(n, mean, color=color, lw=1.8, label=f"{method} ({tr.shape[0]} seeds)")
         ax.fill_between(n, mean - se, mean + se, color=color, alpha=0.2, lw=0)
@@ -501,7 +547,7 @@ def write_bench_outputs(out: str | Path, budget: int) -> list[Path]:
     files.append(out / "evaluations.csv")
     if not cells:
         return files
-    summary = summarise(cells, budget)
+    summary = summarise(cells, budget)[summary_columns(budget)]
     summary.to_csv(out / "summary.csv", index=False)
     (out / "summary.md").write_text(summary_markdown(summary, budget))
     files += [out / "summary.csv", out / "summary.md"]
