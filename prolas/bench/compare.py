@@ -10,19 +10,20 @@ scorer without data works too). With real data the scorer is a
 :class:`~prolas.search.cache.CachedScorer` over :class:`~prolas.gp.GPScorer` with a
 *fixed* fit seed (``fit_seed``, not the search seed) and ``DIR/fits.jsonl`` as its
 file, so every method and seed sees identical scores for identical expressions and the
-grid costs only its distinct expressions. CKS is deterministic: it runs once (seed 0).
+grid costs only its distinct expressions. CKS is deterministic: it runs once (the first seed).
 
 Outputs in ``DIR``:
 
 * ``evaluations.csv``: every unique evaluation (method, seed, index, expression, status,
   bic, seconds = the original fit's seconds);
-* ``convergence.png``: best BIC against the number of evaluations, mean +- standard error
+* ``convergence.png``: best BIC against the number of evaluations, mean ± standard error
   over seeds per method, CKS's final BIC as a horizontal line;
 * ``summary.csv`` / ``summary.md``: per method, the mean and median best BIC after 10, 25
   and 50 evaluations (a run that stopped earlier keeps its final best), the evaluations
   needed to reach CKS's final BIC (median over seeds and how many seeds never reach it),
   the evaluations CKS needed, and the summed fit seconds per run: the columns of
-  :func:`prolas.bench.stats.summary_rows` under the names of :data:`SUMMARY_COLUMNS`.
+  :func:`prolas.bench.stats.summary_rows` under compare's names
+  (:func:`compare_summary`).
 
 >>> from prolas.search.evaluator import TableScorer
 >>> res = run_compare(None, ["cks", "random"], seeds=2, budget=8, out="/tmp/cmp",
