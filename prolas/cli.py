@@ -506,7 +506,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from prolas.compare import run_compare
+    from prolas.bench.compare import run_compare
     from prolas.data import load_csv
 
     dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna)

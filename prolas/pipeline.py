@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "make_evaluator",
     "run_search",
+    "run_strategy",
     "best_fit",
     "refit",
     "SEARCH_POINTS",
@@ -90,13 +91,26 @@ def run_search(
     ev = evaluator or make_evaluator(searched, config, executor=executor, on_result=on_result)
     if journal is not None:
         journal.attach(ev)
-    result = STRATEGIES[config.method](ev, searched, config, log or (lambda s: None))
+    result = run_strategy(ev, searched, config, log)
     best = best_fit(result, searched, config)
     if best is not None and searched is not dataset:
         if log:
             log(f"refitting {best.expression} on all {dataset.n} points")
         best = refit(best, dataset, config)
     return result, best
+
+
+def run_strategy(
+    ev: Evaluator,
+    dataset: Dataset | None,
+    config: SearchConfig,
+    log: Callable[[str], None] | None = None,
+) -> SearchResult:
+    """The configured strategy alone: ``config.method`` proposes expressions to ``ev``
+    until its budget is spent or it stops, with no subsample and no final fit (as
+    :func:`run_search` adds). ``dataset`` may be None for a scorer without data (a
+    synthetic test scorer) unless the strategy needs the data (PROLAS's VAE training)."""
+    return STRATEGIES[config.method](ev, dataset, config, log or (lambda s: None))
 
 
 def refit(fit: FitResult, dataset: Dataset, config: SearchConfig) -> FitResult:

@@ -6,7 +6,8 @@ Everything here is plain data with no GP, search or report logic, so the layers 
 write them) all import it downwards.
 
 * :class:`Score`: what a scorer returns for one expression (``bic`` None when failed).
-* :class:`Evaluation`, :class:`SearchResult`: one history entry and a whole search.
+* :class:`Evaluation`, :class:`SearchResult`: one history entry and a whole search;
+  :func:`best_so_far`: a history's best-BIC trace.
 * :data:`HISTORY_KEYS`, :func:`history_entry`: the fields of one history entry, as
   result.json and the journal both write it.
 * :func:`first_non_finite`, :func:`dumps_strict`, :func:`plain`, :func:`json_clean`:
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +41,7 @@ __all__ = [
     "HISTORY_KEYS",
     "MAX_ERROR_CHARS",
     "history_entry",
+    "best_so_far",
     "one_line",
     "first_non_finite",
     "dumps_strict",
@@ -177,13 +180,28 @@ class SearchResult:
         return len(self.history)
 
     def best_trace(self) -> list[float]:
-        """Best BIC after each unique evaluation (-inf before the first success)."""
-        out, best = [], -math.inf
-        for e in self.history:
-            if e.ok:
-                best = max(best, e.bic)
-            out.append(best)
-        return out
+        """Best BIC after each unique evaluation (:func:`best_so_far`)."""
+        return best_so_far(e.bic if e.ok else None for e in self.history)
+
+
+def best_so_far(bics: Iterable[float | None]) -> list[float]:
+    """Best BIC after each unique evaluation of a history: the running maximum of
+    ``bics``, where a failed evaluation (None, or a non-finite BIC) counts as -inf, so
+    the trace is -inf before the first success.
+
+    The one definition of a search's best-so-far trace: :meth:`SearchResult.best_trace`
+    and the benchmark statistics (:mod:`prolas.bench.stats`, on stored histories) both
+    use it.
+
+    >>> best_so_far([None, 2.0, 1.0, 3.0])
+    [-inf, 2.0, 2.0, 3.0]
+    """
+    out, best = [], -math.inf
+    for bic in bics:
+        if bic is not None and math.isfinite(bic):
+            best = max(best, bic)
+        out.append(best)
+    return out
 
 
 #: Fields of one history entry (result.json) and of one journal line.

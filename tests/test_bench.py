@@ -176,6 +176,7 @@ def _cell(method: str, seed: int, bics: list[float | None]) -> dict:
         "history": hist,
         "fit_seconds": 1.0,
         "strategy_seconds": 0.5,
+        "wall_seconds": 2.0,
         "new_fits": len(bics),
     }
 
@@ -199,12 +200,22 @@ def test_summary_statistics_follow_their_definitions() -> None:
     assert x["cks_final_bic"] == 5.0
     assert x["evals_to_cks_median"] == 3.0 and x["evals_to_cks_never"] == 1
     assert s.loc["cks", "evals_to_cks_median"] == 2.0
+    assert math.isnan(s.loc["cks", "best_at_4_se"])  # one seed has no standard error
     # more than half the seeds never reaching the target gives an infinite median
     cells.append(_cell("x", 3, [0.0, 0.0, 0.0, 0.0]))
     cells.append(_cell("x", 4, [0.0, 0.0, 0.0, 0.0]))
     s = bench.summarise(cells, budget=4).set_index("method")
     assert math.isinf(s.loc["x", "evals_to_cks_median"]) and s.loc["x", "evals_to_cks_never"] == 3
     assert ">4 (3/5)" in bench.summary_markdown(s.reset_index(), 4)
+
+
+def test_reaching_a_target_allows_an_absolute_tolerance() -> None:
+    from prolas.bench.stats import TOL, reach
+
+    trace = np.array([np.nan, 1.0, 2.0, 3.0])
+    assert reach(trace, 3.0 + 0.5 * TOL) == 4.0  # closer than TOL counts as equal
+    assert reach(trace, 3.0 + 2 * TOL) == math.inf
+    assert reach(trace, 1.5) == 3.0
 
 
 def test_thinning_keeps_standardisation_and_endpoints() -> None:

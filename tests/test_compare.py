@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from prolas.compare import reach_index, run_compare, summarise
+from prolas.bench.cells import cell_record
+from prolas.bench.compare import compare_summary, run_compare
+from prolas.bench.stats import cell_trace, reach
 from prolas.records import Evaluation, SearchResult
 from prolas.search.evaluator import TableScorer
 
@@ -35,15 +37,31 @@ def _result(method: str, seed: int, bics: list[float | None]) -> SearchResult:
     return SearchResult(method, seed, len(bics), hist, 1.0)
 
 
+def _cell(method: str, result: SearchResult) -> dict:
+    """A run's cell record, as run_compare keeps it."""
+    return cell_record(
+        result,
+        dataset="d",
+        method=method,
+        seed=result.seed,
+        n=None,
+        budget=result.budget,
+        wall_seconds=result.wall_seconds,
+        scoring_seconds=0.0,
+        new_fits=0,
+    )
+
+
 def test_summary_laws_on_hand_made_runs() -> None:
     cks = _result("cks", 0, [1.0, 3.0, 2.0, 5.0, 4.0])  # final 5.0 after 4 evaluations
     fast = _result("prolas", 0, [None, 6.0, 0.0, 0.0, 0.0])  # reaches 5.0 at 2
     slow = _result("prolas", 1, [0.0, 0.0, 0.0, 0.0, 5.0])  # at 5
     never = _result("random", 0, [1.0, 1.0, 1.0, 1.0, 1.0])
-    assert reach_index(fast, 5.0) == 2 and reach_index(never, 5.0) is None
-    summary, final, needed = summarise(
-        {"cks": [cks], "prolas": [fast, slow, never], "random": [never]}, budget=5
-    )
+    assert reach(cell_trace(_cell("prolas", fast), 5), 5.0) == 2
+    assert reach(cell_trace(_cell("random", never), 5), 5.0) == math.inf
+    cells = [_cell("cks", cks)] + [_cell("prolas", r) for r in (fast, slow, never)]
+    cells.append(_cell("random", never))
+    summary, final, needed = compare_summary(cells, budget=5, methods=["cks", "prolas", "random"])
     assert (final, needed) == (5.0, 4)
     p = summary["prolas"]
     assert p["median_evals_to_cks"] == 5.0 and p["never_reach_cks"] == 1
@@ -56,8 +74,19 @@ def test_summary_laws_on_hand_made_runs() -> None:
 
 def test_short_runs_keep_their_final_best() -> None:
     short = _result("cks", 0, [1.0, 2.0])
-    summary, _, _ = summarise({"cks": [short]}, budget=12)
+    summary, _, _ = compare_summary([_cell("cks", short)], budget=12)
     assert summary["cks"]["mean_best_at_10"] == 2.0 and "mean_best_at_25" not in summary["cks"]
+    # one run has no standard error
+    assert math.isnan(summary["cks"]["se_final_best"])
+
+
+def test_a_search_result_and_its_cell_have_one_trace() -> None:
+    """SearchResult.best_trace and the statistics' cell trace are one definition
+    (records.best_so_far): -inf/NaN before the first success, then the running best."""
+    r = _result("random", 0, [None, 2.0, None, 1.0, 3.0])
+    assert r.best_trace() == [-math.inf, 2.0, 2.0, 2.0, 3.0]
+    trace = cell_trace(_cell("random", r), 7)  # padded past the end of the run
+    assert math.isnan(trace[0]) and list(trace[1:]) == [2.0, 2.0, 2.0, 3.0, 3.0, 3.0]
 
 
 def test_run_compare_on_a_synthetic_scorer_writes_its_files(tmp_path) -> None:

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("search", ("prolas.search",)),
     ("pipeline", ("prolas.pipeline",)),
     ("report", ("prolas.report",)),
-    ("bench", ("prolas.bench", "prolas.compare")),
+    ("bench", ("prolas.bench",)),
     ("cli and API", ("prolas.cli", "prolas")),
 ]
 

@@ -1,7 +1,7 @@
 # LatentBOConfig options removed later (init, duplicates, warp, trust_region, ...): run at 8905dce.
 """PROLAS design variants on a tuning series (not the airline/mauna test series).
 
-Runs ``prolas.compare.run_compare`` with a given KG-VAE checkpoint and
+Runs ``prolas.bench.compare.run_compare`` with a given KG-VAE checkpoint and
 :class:`prolas.search.latent.LatentBOConfig` overrides, sharing one GP fit cache between
 variants (CKS and random search are then served from the cache). Used for
 benchmarks/compare/README.md ("Design measurements").
@@ -18,7 +18,7 @@ import argparse
 import torch
 
 from prolas.bench import thin
-from prolas.compare import run_compare
+from prolas.bench.compare import run_compare
 from prolas.data import load_csv
 from prolas.search.latent import LatentBOConfig
 

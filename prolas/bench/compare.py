@@ -1,22 +1,29 @@
-"""Comparison harness: several search methods x seeds on one data set, same Evaluator.
+"""``prolas compare``: several search methods x seeds on one data set, same Evaluator.
 
-Every run gets a fresh :class:`~prolas.search.evaluator.Evaluator` with the same budget
-around one shared scorer. With real data the scorer is a
+A comparison is a grid on one data set: every run is a cell of
+:func:`prolas.bench.grid.run_cell` (a fresh :class:`~prolas.search.evaluator.Evaluator`
+with the same budget around one shared scorer; methods are
+:class:`~prolas.bench.grid.MethodSpec` labels), and its statistics are those of
+:func:`prolas.bench.stats.summarise`. Unlike a bench cell, a run is the strategy alone
+(:func:`prolas.pipeline.run_strategy`: no final fit of the best model, so a synthetic
+scorer without data works too). With real data the scorer is a
 :class:`~prolas.search.cache.CachedScorer` over :class:`~prolas.gp.GPScorer` with a
 *fixed* fit seed (``fit_seed``, not the search seed) and ``DIR/fits.jsonl`` as its
 file, so every method and seed sees identical scores for identical expressions and the
-grid costs only its distinct expressions. CKS is deterministic: it runs once (seed 0).
+grid costs only its distinct expressions. CKS is deterministic: it runs once (the first seed).
 
 Outputs in ``DIR``:
 
 * ``evaluations.csv``: every unique evaluation (method, seed, index, expression, status,
   bic, seconds = the original fit's seconds);
-* ``convergence.png``: best BIC against the number of evaluations, mean +- standard error
+* ``convergence.png``: best BIC against the number of evaluations, mean ± standard error
   over seeds per method, CKS's final BIC as a horizontal line;
 * ``summary.csv`` / ``summary.md``: per method, the mean and median best BIC after 10, 25
   and 50 evaluations (a run that stopped earlier keeps its final best), the evaluations
   needed to reach CKS's final BIC (median over seeds and how many seeds never reach it),
-  the evaluations CKS needed, and the summed fit seconds per run.
+  the evaluations CKS needed, and the summed fit seconds per run: the columns of
+  :func:`prolas.bench.stats.summary_rows` under compare's names
+  (:func:`compare_summary`).
 
 >>> from prolas.search.evaluator import TableScorer
 >>> res = run_compare(None, ["cks", "random"], seeds=2, budget=8, out="/tmp/cmp",
@@ -36,24 +43,30 @@ from pathlib import Path
 
 import numpy as np
 
+from prolas.bench.grid import BenchConfig, parse_methods, run_cell
+from prolas.bench.stats import BUDGETS, best_traces, mean_se_curve, summary_rows
 from prolas.data import Dataset
 from prolas.errors import ProlasError
 from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR
+from prolas.pipeline import run_strategy
 from prolas.records import SearchResult
-from prolas.search.config import METHODS, SearchConfig
+from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator
 
-__all__ = ["CompareResult", "run_compare", "summarise", "reach_index", "CHECKPOINTS_AT"]
-
-#: evaluation counts at which the best BIC is tabulated (those <= budget)
-CHECKPOINTS_AT = (10, 25, 50)
-#: two BICs closer than this count as equal (cached scores are bit-identical anyway)
-TOL = 1e-6
+__all__ = [
+    "CompareResult",
+    "run_compare",
+    "compare_summary",
+    "write_outputs",
+    "summary_markdown",
+    "plot_comparison",
+]
 
 
 @dataclass
 class CompareResult:
-    """All runs of a comparison and their summary rows (one per method)."""
+    """All runs of a comparison, their cell records (:func:`prolas.bench.cells.cell_record`)
+    and their summary rows (one per method, :func:`compare_summary`)."""
 
     runs: dict[str, list[SearchResult]]
     summary: dict[str, dict]
@@ -61,82 +74,49 @@ class CompareResult:
     cks_needed: int | None
     settings: dict = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+    cells: list[dict] = field(default_factory=list)
 
 
-def reach_index(result: SearchResult, target: float) -> int | None:
-    """First unique-evaluation index whose BIC is >= target - TOL (None: never)."""
-    for e in result.history:
-        if e.ok and e.bic >= target - TOL:
-            return e.index
-    return None
-
-
-def _trace(result: SearchResult, budget: int) -> np.ndarray:
-    """Best BIC after 1..budget evaluations; NaN before the first success, carried
-    forward after the run stopped."""
-    t = np.array(result.best_trace(), dtype=float)
-    t[~np.isfinite(t)] = np.nan
-    out = np.full(budget, np.nan)
-    out[: len(t)] = t[:budget]
-    if 0 < len(t) < budget:
-        out[len(t) :] = t[-1]
-    return out
-
-
-def summarise(
-    runs: dict[str, list[SearchResult]], budget: int
+def compare_summary(
+    cells: Sequence[dict], budget: int, methods: Sequence[str] | None = None
 ) -> tuple[dict[str, dict], float | None, int | None]:
-    """Summary rows per method, CKS's final BIC and the evaluations CKS needed."""
-    cks_final = cks_needed = None
-    if runs.get("cks"):
-        cks = runs["cks"][0]
-        if cks.best is not None:
-            cks_final = cks.best.bic
-            cks_needed = reach_index(cks, cks_final)
+    """Compare's summary rows per method (in ``methods`` order), CKS's final BIC and the
+    evaluations CKS needed: :func:`prolas.bench.stats.summary_rows` of the cells (one data
+    set) under compare's column names.
+
+    ``runs`` = seeds; ``mean_best_at_<n>`` / ``median_best_at_<n>`` for n in
+    :data:`~prolas.bench.stats.BUDGETS` up to the budget; ``mean_final_best`` ±
+    ``se_final_best`` at the budget; ``mean_evaluations``; with a CKS run,
+    ``median_evals_to_cks``, ``never_reach_cks``, ``cks_needed`` and ``ratio_to_cks``;
+    ``mean_fit_seconds_per_run`` and ``mean_wall_seconds_per_run``.
+    """
+    rows = {r["method"]: r for r in summary_rows(cells, budget)}
+    if len({r["dataset"] for r in rows.values()}) > 1:
+        raise ProlasError("compare_summary: the cells hold more than one data set")
+    cks_final = next(iter(rows.values()))["cks_final_bic"] if rows else None
+    cks_needed = int(rows["cks"]["cks_evals"]) if cks_final is not None else None
     summary = {}
-    for method, results in runs.items():
-        traces = np.stack([_trace(r, budget) for r in results])
-        row: dict = {"method": method, "runs": len(results)}
-        for n in CHECKPOINTS_AT:
+    for method in methods if methods is not None else sorted(rows):
+        if method not in rows:
+            continue
+        r = rows[method]
+        row: dict = {"method": method, "runs": r["seeds"]}
+        for n in BUDGETS:
             if n <= budget:
-                col = traces[:, n - 1]
-                row[f"mean_best_at_{n}"] = _nanmean(col)
-                row[f"median_best_at_{n}"] = _nanmedian(col)
-        final = traces[:, -1]
-        row["mean_final_best"] = _nanmean(final)
-        row["se_final_best"] = (
-            float(np.nanstd(final, ddof=1) / math.sqrt(np.isfinite(final).sum()))
-            if np.isfinite(final).sum() > 1
-            else math.nan
-        )
-        row["mean_evaluations"] = float(np.mean([r.evaluations for r in results]))
+                row[f"mean_best_at_{n}"] = r[f"best_at_{n}_mean"]
+                row[f"median_best_at_{n}"] = r[f"best_at_{n}_median"]
+        row["mean_final_best"] = r[f"best_at_{budget}_mean"]
+        row["se_final_best"] = r[f"best_at_{budget}_se"]
+        row["mean_evaluations"] = r["evaluations_mean"]
         if cks_final is not None:
-            reach = [reach_index(r, cks_final) for r in results]
-            hits = sorted(v for v in reach if v is not None)
-            never = len(reach) - len(hits)
-            # median over all seeds, a seed that never reaches counting as +inf
-            vals = sorted([float(v) for v in hits] + [math.inf] * never)
-            med = float(np.median(vals)) if vals else math.inf
-            row["median_evals_to_cks"] = med
-            row["never_reach_cks"] = never
+            row["median_evals_to_cks"] = r["evals_to_cks_median"]
+            row["never_reach_cks"] = r["evals_to_cks_never"]
             row["cks_needed"] = cks_needed
-            row["ratio_to_cks"] = (
-                med / cks_needed if cks_needed and math.isfinite(med) else math.inf
-            )
-        row["mean_fit_seconds_per_run"] = float(
-            np.mean([sum(e.seconds for e in r.history) for r in results])
-        )
-        row["mean_wall_seconds_per_run"] = float(np.mean([r.wall_seconds for r in results]))
+            row["ratio_to_cks"] = r["evals_to_cks_ratio"]
+        row["mean_fit_seconds_per_run"] = r["fit_seconds_per_seed"]
+        row["mean_wall_seconds_per_run"] = r["wall_seconds_per_seed"]
         summary[method] = row
     return summary, cks_final, cks_needed
-
-
-def _nanmean(a: np.ndarray) -> float:
-    return float(np.nanmean(a)) if np.isfinite(a).any() else math.nan
-
-
-def _nanmedian(a: np.ndarray) -> float:
-    return float(np.nanmedian(a)) if np.isfinite(a).any() else math.nan
 
 
 def run_compare(
@@ -162,7 +142,9 @@ def run_compare(
 
     Args:
         dataset: the data (may be None when ``scorer`` is given).
-        methods: names from :data:`prolas.search.config.METHODS`.
+        methods: :class:`~prolas.bench.grid.MethodSpec` labels (``prolas``, ``cks``,
+            ``random``, ``structural[:SURROGATE[:OPTIMISER]]``, ``cks:change``);
+            repeats are dropped. ``cks`` is plain CKS, as in the bench grids.
         seeds: a count (seeds 0..n-1) or explicit seeds; CKS runs once (first seed).
         budget: unique evaluations per run.
         out: output directory (created); ``fits.jsonl`` there is the shared fit cache.
@@ -172,39 +154,52 @@ def run_compare(
             comparisons of the same data and fit settings.
         prolas_options: :class:`prolas.search.latent.LatentBOConfig` for PROLAS runs.
     """
-    # the strategy registry that run_search uses, without its final refit of the best
-    # model (not needed here, and impossible for a synthetic scorer without data)
-    from prolas.pipeline import STRATEGIES
-
     log = log or (lambda s: None)
-    methods = list(dict.fromkeys(methods))
-    for m in methods:
-        if m not in METHODS:
-            raise ProlasError(f"unknown method {m!r} in --methods; choose from {METHODS}")
-    if not methods:
-        raise ProlasError("--methods is empty")
+    specs = parse_methods(list(dict.fromkeys(methods)))
+    methods = [s.label for s in specs]
     seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
     if not seed_list:
         raise ProlasError("--seeds must be at least 1")
     if scorer is None and dataset is None:
         raise ProlasError("run_compare needs a data set or a scorer")
+    config = BenchConfig(
+        datasets=(getattr(dataset, "name", "") or "",),
+        methods=specs,
+        seeds=len(seed_list),
+        budget=budget,
+        restarts=restarts,
+        fit_seed=fit_seed,
+        grammar=grammar,
+        checkpoint=checkpoint,
+    )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cache = None
     if scorer is None:
-        from prolas.gp import FitConfig, GPScorer
+        from prolas.gp import GPScorer
         from prolas.search.cache import CachedScorer
 
         cache_path = Path(cache_path) if cache_path is not None else out / "fits.jsonl"
-        cache = CachedScorer(
-            GPScorer(dataset, FitConfig(restarts=restarts, seed=fit_seed)), cache_path
-        )
+        cache = CachedScorer(GPScorer(dataset, config.fit_config), cache_path)
         scorer = cache
         log(f"fit cache {cache_path}: {len(cache)} expressions already fitted")
-    grid = [(m, s) for s in seed_list for m in methods if not (m == "cks" and s != seed_list[0])]
+    # CKS is deterministic: it runs once, with the first seed
+    grid = [
+        (m, s) for s in seed_list for m in specs if not (m.method == "cks" and s != seed_list[0])
+    ]
     # CKS first: its final BIC is the reference line
-    grid.sort(key=lambda ms: ms[0] != "cks")
+    grid.sort(key=lambda ms: ms[0].label != "cks")
+
+    def strategy(ev: Evaluator, data: Dataset | None, settings: SearchConfig):
+        """The search alone (:func:`prolas.pipeline.run_strategy`), no final fit."""
+        if settings.method == "prolas" and prolas_options is not None:
+            from prolas.search.latent import search_prolas
+
+            return search_prolas(ev, data, settings, options=prolas_options), None
+        return run_strategy(ev, data, settings, log), None
+
     runs: dict[str, list[SearchResult]] = {m: [] for m in methods}
+    cells: list[dict] = []
     # rows of finished runs, for a look at a long comparison before it ends
     partial = out / "evaluations.partial.csv"
     partial.unlink(missing_ok=True)
@@ -220,33 +215,26 @@ def run_compare(
     # one thread: the fits are small and the CPU is shared (DESIGN.md, measured)
     torch.set_num_threads(1)
     try:
-        for method, seed in grid:
-            config = SearchConfig(
-                method=method,
-                budget=budget,
-                restarts=restarts,
-                seed=seed,
-                depth=depth,
-                change=False,  # "cks" is plain CKS here, as in the bench grids
-                grammar=grammar,
-                checkpoint=checkpoint,
-                batch=batch,
+        for spec, seed in grid:
+            settings = spec.search_config(config, seed).replace(depth=depth, batch=batch)
+            cell, result, _ = run_cell(
+                dataset,
+                spec,
+                seed,
+                config,
+                scorer,
+                search=strategy,
+                search_config=settings,
             )
-            ev = Evaluator(scorer, budget=budget)
-            if method == "prolas" and prolas_options is not None:
-                from prolas.search.latent import search_prolas
-
-                result = search_prolas(ev, dataset, config, options=prolas_options)
-            else:
-                result = STRATEGIES[method](ev, dataset, config, log)
-            runs[method].append(result)
-            _append_rows(partial, method, result)
+            runs[spec.label].append(result)
+            cells.append(cell)
+            _append_rows(partial, spec.label, result)
             if bar is not None:
                 best = result.best
                 bar.set_postfix_str(
-                    f"{method} seed {seed}: best {best.bic:.2f}"
+                    f"{spec.label} seed {seed}: best {best.bic:.2f}"
                     if best
-                    else f"{method} seed {seed}"
+                    else f"{spec.label} seed {seed}"
                 )
                 bar.update(1)
     finally:
@@ -254,7 +242,7 @@ def run_compare(
         if bar is not None:
             bar.close()
     runs = {m: r for m, r in runs.items() if r}
-    summary, cks_final, cks_needed = summarise(runs, budget)
+    summary, cks_final, cks_needed = compare_summary(cells, budget, methods)
     settings = {
         "data": getattr(dataset, "path", None),
         "n": getattr(dataset, "n", None),
@@ -272,7 +260,7 @@ def run_compare(
         "cached_fits": len(cache) if cache is not None else None,
         "cache_misses": cache.misses if cache is not None else None,
     }
-    res = CompareResult(runs, summary, cks_final, cks_needed, settings)
+    res = CompareResult(runs, summary, cks_final, cks_needed, settings, cells=cells)
     res.files = write_outputs(res, out)
     partial.unlink(missing_ok=True)
     return res
@@ -351,7 +339,7 @@ def summary_markdown(res: CompareResult) -> str:
     """The comparison table and the settings, as Markdown."""
     s = res.settings
     budget = s["budget"]
-    ats = [n for n in CHECKPOINTS_AT if n <= budget]
+    ats = [n for n in BUDGETS if n <= budget]
     lines = [
         f"# Search comparison: {s.get('data') or 'synthetic scorer'}",
         "",
@@ -414,7 +402,9 @@ def summary_markdown(res: CompareResult) -> str:
 
 
 def plot_comparison(path: Path, res: CompareResult) -> Path:
-    """Mean +- standard error of the best-so-far BIC per method; CKS final as a line."""
+    """Mean ± standard error of the best-so-far BIC per method
+    (:func:`prolas.bench.stats.mean_se_curve` of the cells' traces), a single run as a
+    step line; CKS's final BIC as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -423,33 +413,24 @@ def plot_comparison(path: Path, res: CompareResult) -> Path:
     budget = res.settings["budget"]
     xs = np.arange(1, budget + 1)
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for i, (method, results) in enumerate(res.runs.items()):
-        traces = np.stack([_trace(r, budget) for r in results])
+    every = []
+    for i, method in enumerate(res.runs):
+        mine = [c for c in res.cells if c["method"] == method]
+        traces = best_traces(mine, mine[0]["dataset"], method, budget)
+        every.append(traces)
         color = f"C{i}"
-        if len(results) == 1:
+        if len(mine) == 1:
             ax.step(xs, traces[0], where="post", color=color, lw=1.6, label=f"{method}")
             continue
-        n_ok = np.isfinite(traces).sum(0)
-        safe = np.where(n_ok > 0, np.nansum(traces, 0) / np.maximum(n_ok, 1), np.nan)
-        mean = np.asarray(safe, dtype=float)
-        dev = np.where(np.isfinite(traces), traces - mean, 0.0)
-        sd = np.sqrt((dev**2).sum(0) / np.maximum(n_ok - 1, 1))
-        se = np.where(n_ok > 1, sd / np.sqrt(np.maximum(n_ok, 1)), 0.0)
-        ax.plot(
-            xs, mean, color=color, lw=1.8, label=f"{method} (mean ± s.e., {len(results)} seeds)"
-        )
+        mean, se = mean_se_curve(traces)
+        se = np.nan_to_num(se, nan=0.0)  # no band where fewer than two seeds have a value
+        ax.plot(xs, mean, color=color, lw=1.8, label=f"{method} (mean ± s.e., {len(mine)} seeds)")
         ax.fill_between(xs, mean - se, mean + se, color=color, alpha=0.2, lw=0)
     if res.cks_final is not None:
         ax.axhline(
             res.cks_final, color="k", ls="--", lw=1, label=f"CKS final BIC {res.cks_final:.1f}"
         )
-    finite = [
-        v
-        for results in res.runs.values()
-        for r in results
-        for v in _trace(r, budget)
-        if np.isfinite(v)
-    ]
+    finite = [float(v) for traces in every for v in traces.ravel() if np.isfinite(v)]
     if finite:
         lo, hi = np.percentile(finite, 5), max(finite)
         pad = 0.05 * (hi - lo) if hi > lo else 1.0
