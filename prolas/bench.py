@@ -35,7 +35,7 @@ Three measurements, all through the same code as ``prolas fit``
   as in Lloyd et al. (2014).
 
 * **Performance** (:func:`run_performance`): seconds per evaluation against N, the
-  batched-restart speedup (``benchmarks/core.py``'s measurement), evaluations per
+  batched-restart speedup (``benchmarks/scripts/core.py``'s measurement), evaluations per
   second during a PROLAS run, peak memory; written to ``PERFORMANCE.md``.
 
 Long series. A search on more than ``max_points`` points runs on an evenly spaced
@@ -1256,10 +1256,10 @@ def growth_exponent(sizes: Sequence[float], seconds: Sequence[float]) -> float:
 
 
 def _measure_restarts(repo: str, restarts: int) -> dict:
-    """Worker: benchmarks/core.py's restart-strategy measurement on airline."""
+    """Worker: benchmarks/scripts/core.py's restart-strategy measurement on airline."""
     import importlib.util
 
-    path = Path(repo) / "benchmarks" / "core.py"
+    path = Path(repo) / "benchmarks" / "scripts" / "core.py"
     spec = importlib.util.spec_from_file_location("prolas_core_benchmark", path)
     if spec is None or spec.loader is None:
         raise ProlasError(f"cannot import {path}")
@@ -1360,7 +1360,7 @@ def run_performance(
     1. a default ``prolas fit`` (``pipeline_budget`` fits) against N (``pipeline_sizes``):
        seconds, peak memory and the growth exponent;
     2. one exact fit against N (``sizes``): seconds, share of the linear algebra, exponent;
-    3. restart strategies on airline (``benchmarks/core.py``);
+    3. restart strategies on airline (``benchmarks/scripts/core.py``);
     4. evaluations per second of PROLAS and CKS searches on ``data``.
     """
     log = log or (lambda s: None)
@@ -1450,7 +1450,7 @@ def run_performance(
         "",
         f"Growth exponent: **{fit_exp:.2f}**.",
         "",
-        "## Restarts (`benchmarks/core.py: restart_strategies`, airline, "
+        "## Restarts (`benchmarks/scripts/core.py: restart_strategies`, airline, "
         "`LIN*PER*SE + LIN*SE`, R = 8, same initialisations)",
         "",
     ]
@@ -1720,16 +1720,16 @@ def load_extrapolation_fit(
 
 
 def surrogate_regression_markdown(benchmarks: str | Path = "benchmarks") -> str:
-    """The committed surrogate-regression table (``benchmarks/surrogate_regression/
-    regression.md``, written by ``benchmarks/surrogate_regression.py``) as markdown;
+    """The committed surrogate-regression table (``benchmarks/results/surrogate_regression/
+    regression.md``, written by ``benchmarks/scripts/surrogate_regression.py``) as markdown;
     says so plainly if it has not been committed."""
-    path = Path(benchmarks) / "surrogate_regression" / "regression.md"
+    path = Path(benchmarks) / "results" / "surrogate_regression" / "regression.md"
     if not path.exists():
         return (
             f"*No surrogate-regression table at `{path}` yet (written by "
-            "`benchmarks/surrogate_regression.py`).*"
+            "`benchmarks/scripts/surrogate_regression.py`).*"
         )
-    return "From `benchmarks/surrogate_regression/regression.md`:\n\n" + path.read_text()
+    return "From `benchmarks/results/surrogate_regression/regression.md`:\n\n" + path.read_text()
 
 
 def small_png(path: str | Path, width: int = 700, colors: int = 256) -> bytes:

@@ -1,6 +1,7 @@
 """Core performance figures of Step 1 (issue 2). Not a test: run it and read the table.
 
-    .venv/bin/python benchmarks/core.py [--quick] [--out benchmarks/CORE.md]
+    .venv/bin/python benchmarks/scripts/core.py [--quick] \\
+        [--out benchmarks/results/fit_core/CORE.md]
 
 Prints (and writes as markdown):
 1. seconds per evaluation on data/airline.csv for SE, LIN, PER, RQ and LIN*PER*SE + LIN*SE;
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from prolas import gp  # noqa: E402
@@ -79,7 +80,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip the CKS runs")
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "CORE.md"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fit_core" / "CORE.md"))
     args = ap.parse_args()
 
     airline = load_csv(ROOT / "data" / "airline.csv")
@@ -88,7 +89,7 @@ def main() -> None:
         "",
         f"Machine: {platform.machine()}, {torch.get_num_threads()} torch thread, "
         f"torch {torch.__version__}, Python {platform.python_version()}; float64.",
-        "Command: `.venv/bin/python benchmarks/core.py`",
+        "Command: `.venv/bin/python benchmarks/scripts/core.py`",
         "",
         "## Seconds per evaluation, data/airline.csv (N = 144, default 8 restarts)",
         "",

@@ -1,13 +1,15 @@
-"""Tables of benchmarks/compare/size_trend/README.md from the committed histories.
+"""Tables of benchmarks/results/size_trend/README.md from the committed histories.
 
-Tuning series (``../tuning/size_trend.csv``): mean best BIC after 10/25/50 fits per seed,
-default vs ``size_trend=True``, for call-centre (``../tuning/call-centre_variants.csv`` rows
-``d8_ot_exact_ws10`` and ``d8_ot_exact_ws10_trend``), gas-production and sulphuric (default:
-the committed ``../../bench_series/cells``; trend: ``tuning_evaluations.csv``). Test series
-(printed as markdown): the ``cells/`` of the trend runs paired seed by seed with the
-committed default cells.
+Tuning series (``results/size_trend/size_trend.csv``): mean best BIC after 10/25/50 fits per
+seed, default vs ``size_trend=True``, for call-centre
+(``results/prolas_design/tuning/call-centre_variants.csv`` rows ``d8_ot_exact_ws10`` and
+``d8_ot_exact_ws10_trend``), gas-production and sulphuric (default: the committed
+``results/search_other_series/cells``; trend: ``results/size_trend/tuning_evaluations.csv``).
+Test series (printed as markdown): the ``results/size_trend/cells/`` of the trend runs paired
+seed by seed with the committed default cells (``results/search_airline/cells``,
+``results/search_other_series/cells``).
 
-    .venv/bin/python benchmarks/compare/size_trend/summarise.py
+    .venv/bin/python benchmarks/scripts/size_trend_summarise.py
 """
 
 from __future__ import annotations
@@ -19,11 +21,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-HERE = Path(__file__).resolve().parent
-BENCH = HERE.parents[1]
-#: CKS's final BIC on the test series (``../../bench/summary.md``, ``../../bench_series``)
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+STUDY = RESULTS / "size_trend"
+#: CKS's final BIC on the test series (``results/search_airline/summary.md`` and
+#: ``results/search_other_series/summary.md`` when this was written)
 CKS_FINAL = {"airline": 118.815, "mauna": 460.64}
-CELL_DIRS = {"airline": BENCH / "bench" / "cells", "mauna": BENCH / "bench_series" / "cells"}
+CELL_DIRS = {
+    "airline": RESULTS / "search_airline" / "cells",
+    "mauna": RESULTS / "search_other_series" / "cells",
+}
 
 
 def best_so_far(bics) -> np.ndarray:
@@ -42,8 +48,8 @@ def csv_histories(df: pd.DataFrame) -> Iterator[tuple[int, np.ndarray]]:
 
 
 def tuning_table() -> pd.DataFrame:
-    variants = pd.read_csv(HERE.parent / "tuning" / "call-centre_variants.csv")
-    trend = pd.read_csv(HERE / "tuning_evaluations.csv")
+    variants = pd.read_csv(RESULTS / "prolas_design" / "tuning" / "call-centre_variants.csv")
+    trend = pd.read_csv(STUDY / "tuning_evaluations.csv")
     sources = {
         ("call-centre", "size_trend=false"): csv_histories(
             variants[variants.variant == "d8_ot_exact_ws10"]
@@ -53,7 +59,7 @@ def tuning_table() -> pd.DataFrame:
         ),
     }
     for series in ("gas-production", "sulphuric"):
-        files = (BENCH / "bench_series" / "cells").glob(f"{series}__prolas__seed*.json")
+        files = (RESULTS / "search_other_series" / "cells").glob(f"{series}__prolas__seed*.json")
         sources[(series, "size_trend=false")] = (
             (int(f.stem.rsplit("seed", 1)[1]), cell(f)[0]) for f in files
         )
@@ -73,7 +79,7 @@ def reach(b: np.ndarray, target: float) -> int | None:
 
 
 def paired_markdown(series: str) -> str:
-    files = sorted((HERE / "cells").glob(f"{series}__prolas__seed*.json"))
+    files = sorted((STUDY / "cells").glob(f"{series}__prolas__seed*.json"))
     seeds = sorted(int(f.stem.rsplit("seed", 1)[1]) for f in files)
     side = "@25 | @50 | reaches CKS at | best"
     head = f"| seed | default {side} | size_trend {side} |"
@@ -82,7 +88,7 @@ def paired_markdown(series: str) -> str:
     for s in seeds:
         name = f"{series}__prolas__seed{s}.json"
         row = []
-        for i, (b, e) in enumerate((cell(CELL_DIRS[series] / name), cell(HERE / "cells" / name))):
+        for i, (b, e) in enumerate((cell(CELL_DIRS[series] / name), cell(STUDY / "cells" / name))):
             r = reach(b, CKS_FINAL[series])
             hits[i] += r is not None
             row += [f"{b[24]:.2f}", f"{b[49]:.2f}", str(r or "never"), f"`{e}`"]
@@ -104,7 +110,7 @@ def paired_markdown(series: str) -> str:
 
 def main() -> None:
     table = tuning_table()
-    table.to_csv(HERE.parent / "tuning" / "size_trend.csv", index=False)
+    table.to_csv(STUDY / "size_trend.csv", index=False)
     best = table.groupby(["series", "variant"])[["best_at_10", "best_at_25", "best_at_50"]]
     print("| series | variant | mean best @10 | @25 | @50 ± s.e. |\n|---|---|---|---|---|")
     for (series, variant), g in best:

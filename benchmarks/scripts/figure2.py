@@ -9,7 +9,7 @@ Writes ``figure2.csv``, ``figure2.md`` and one ``figure2_<method>_seed<k>.png`` 
 
 Usage::
 
-    python benchmarks/figure2.py --out benchmarks/figure2
+    python benchmarks/scripts/figure2.py --out benchmarks/results/figure2
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def main() -> None:
         "# Figure 2 of the PROLAS paper on airline (test RMSE on the rest of the series)",
         "",
         f"Defaults: {args.budget} fits, {args.restarts} restarts; PROLAS mean over "
-        f"{args.seeds} seeds. Command: `python benchmarks/figure2.py --out {args.out}`.",
+        f"{args.seeds} seeds. Command: `python benchmarks/scripts/figure2.py --out {args.out}`.",
         "",
         "| train % | PROLAS | CKS | "
         + " | ".join(c[5:] for c in base.columns if c.startswith("rmse "))

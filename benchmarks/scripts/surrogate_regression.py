@@ -7,7 +7,7 @@ data/mauna.csv:
 1. ``--part bic``: draw distinct random grammar expressions (default grammar, fixed
    seed), fit each with ``prolas.gp.GPScorer`` (3 restarts; mauna thinned to every
    3rd point, see ``STRIDE``) and cache
-   (sequence, expression, BIC) in ``benchmarks/surrogate_regression/bic_<data>.csv``.
+   (sequence, expression, BIC) in ``benchmarks/results/surrogate_regression/bic_<data>.csv``.
    Resumable: rows already in the CSV are not refitted. A second worker may share the
    job with ``--reverse`` (start it after the first has written the CSV header).
 2. ``--part regression``: for n in (50, 100, 200) and several random splits, fit each
@@ -25,9 +25,9 @@ data/mauna.csv:
 
 Failed fits (status "failed") are left out of the regression. Run:
 
-    .venv/bin/python benchmarks/surrogate_regression.py --part bic
-    .venv/bin/python benchmarks/surrogate_regression.py --part regression
-    .venv/bin/python benchmarks/surrogate_regression.py --part numerics
+    .venv/bin/python benchmarks/scripts/surrogate_regression.py --part bic
+    .venv/bin/python benchmarks/scripts/surrogate_regression.py --part regression
+    .venv/bin/python benchmarks/scripts/surrogate_regression.py --part numerics
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from prolas.errors import NumericsWarning  # noqa: E402
@@ -60,7 +60,7 @@ from prolas.surrogates import (  # noqa: E402
     fit_gp,
 )
 
-OUT = ROOT / "benchmarks" / "surrogate_regression"
+OUT = ROOT / "benchmarks" / "results" / "surrogate_regression"
 DATASETS = ("airline", "mauna")
 N_TRAIN = (50, 100, 200)
 N_TEST = 60

@@ -6,8 +6,8 @@ score(e) = 10 * Jaccard(product terms of e, of the target)
 Reports, per seed, the first evaluation that finds the target (budget + 1 = never) and
 the mean best score at the budget.
 
-    .venv/bin/python benchmarks/compare/tune_synthetic.py "LIN + PER + SE" 20 8 \\
-        --checkpoint benchmarks/compare/checkpoints/kgvae_d4 n_init=5
+    .venv/bin/python benchmarks/scripts/tune_synthetic.py "LIN + PER + SE" 20 8 \\
+        --checkpoint benchmarks/results/prolas_design/checkpoints/kgvae_d4 n_init=5
 """
 
 from __future__ import annotations

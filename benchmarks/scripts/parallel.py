@@ -1,9 +1,9 @@
 """Parallel evaluation: wall time of CKS with 1 vs 2 workers, and PROLAS q=1 vs q=4.
 
-Writes benchmarks/PARALLEL.md. Run from the repository root:
+Writes benchmarks/results/parallel/PARALLEL.md. Run from the repository root:
 
-    .venv/bin/python benchmarks/parallel.py                      # both parts
-    .venv/bin/python benchmarks/parallel.py --parts cks --depth 2
+    .venv/bin/python benchmarks/scripts/parallel.py              # both parts
+    .venv/bin/python benchmarks/scripts/parallel.py --parts cks --depth 2
 
 Part 1 (CKS, data/mauna.csv): the same greedy search three times in one run:
 in-process (1 worker), a 2-process pool (:class:`prolas.executors.ProcessPool`) and a
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from prolas.data import Dataset, load_csv  # noqa: E402
@@ -263,7 +263,7 @@ def _mean_cpu(rows: list[dict]) -> str:
     return f"{statistics.mean(cpu):.1f}" if cpu else "-"
 
 
-RAW_MARK = "<!-- raw results (read back by benchmarks/parallel.py) -->"
+RAW_MARK = "<!-- raw results (read back by benchmarks/scripts/parallel.py) -->"
 
 
 def read_raw(path: Path) -> dict:
@@ -314,12 +314,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--budget", type=int, default=30, help="PROLAS budget")
     p.add_argument("--seeds", type=int, default=3, help="PROLAS seeds")
     p.add_argument("--checkpoint", default="default")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "PARALLEL.md"))
+    p.add_argument(
+        "--out", default=str(ROOT / "benchmarks" / "results" / "parallel" / "PARALLEL.md")
+    )
     args = p.parse_args(argv)
     parts = set(args.parts.split(","))
     old = read_raw(Path(args.out))  # keep the part(s) not re-run
     commands = dict(old.get("commands", {}))
-    cmd = " ".join([".venv/bin/python benchmarks/parallel.py", *argv])
+    cmd = " ".join([".venv/bin/python benchmarks/scripts/parallel.py", *argv])
     commands.update({part: cmd for part in parts})
     cks = run_cks(args) if "cks" in parts else old.get("cks")
     prolas = run_prolas(args) if "prolas" in parts else old.get("prolas")

@@ -1,6 +1,6 @@
 """One-line-per-data-set headline of a `prolas bench` search grid (for the READMEs).
 
-.venv/bin/python benchmarks/headline.py benchmarks/bench_series
+.venv/bin/python benchmarks/scripts/headline.py benchmarks/results/search_other_series
 """
 
 from __future__ import annotations

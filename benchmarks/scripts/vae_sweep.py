@@ -1,14 +1,14 @@
-"""Sweep KG-VAE settings: latent dim, KL weight, de-duplication (benchmarks/VAE.md).
+"""Sweep KG-VAE settings: latent dim, KL weight, de-duplication (benchmarks/results/kgvae/VAE.md).
 
 For each setting: train on grammar samples (r_d on the canonical 128-point grid), then
 measure held-out exact canonical reconstruction (fresh grammar draws; also on draws not
 in the training set; decoding by the exact chain mode and by greedy argmax), validity of
 decoded random z (half at ||z|| = 50), distinct expressions decoded from a 10 000-point
 Sobol grid over the latent box, and training time. Each trained model is saved as a
-checkpoint under --ckpt-dir for benchmarks/vae_bic_smoothness.py.
+checkpoint under --ckpt-dir for benchmarks/scripts/vae_bic_smoothness.py.
 
-    .venv/bin/python benchmarks/vae_sweep.py --dims 2 4 8 16 --betas 0.1
-    .venv/bin/python benchmarks/vae_sweep.py --dims 8 --betas 0.1 --dedupe 1
+    .venv/bin/python benchmarks/scripts/vae_sweep.py --dims 2 4 8 16 --betas 0.1
+    .venv/bin/python benchmarks/scripts/vae_sweep.py --dims 8 --betas 0.1 --dedupe 1
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ckpt-dir", default="/tmp/vae_sweep")
-    ap.add_argument("--out", default="benchmarks/vae_sweep_results.jsonl")
+    ap.add_argument("--out", default="benchmarks/results/kgvae/vae_sweep_results.jsonl")
     args = ap.parse_args()
     torch.set_num_threads(1)
     grammar = Grammar.from_file(args.grammar)

@@ -24,10 +24,10 @@ an ``ExactGP`` (default settings, where its ``LowRankRootAddedDiagLinearOperator
 uses Woodbury and a Cholesky of the M x M capacitance; with
 ``fast_computations(False, False, False)`` it factorises the dense N x N matrix).
 
-Usage (the table in benchmarks/SCALABLE.md):
+Usage (the table in benchmarks/results/sgpr_refit/SCALABLE.md):
 
-    .venv/bin/python benchmarks/scalable.py
-    .venv/bin/python benchmarks/scalable.py --quick   # N = 2 000 only, a smoke test
+    .venv/bin/python benchmarks/scripts/scalable.py
+    .venv/bin/python benchmarks/scripts/scalable.py --quick   # N = 2 000 only, a smoke test
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ expressions with a successful fit on all series but at most one, so that after l
 any one series out (:mod:`prolas.search.portfolio`) the candidates are scored on every
 remaining series.
 
-    .venv/bin/python benchmarks/build_portfolio.py \\
-        benchmarks/bench/fits/airline.jsonl benchmarks/bench_series/fits/*.jsonl
+    .venv/bin/python benchmarks/scripts/build_portfolio.py \\
+        benchmarks/results/search_airline/fits/airline.jsonl \\
+        benchmarks/results/search_other_series/fits/*.jsonl
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def main() -> None:
     out = {
         "about": "BIC of kernel expressions on the benchmark series (GP fits of "
         "`prolas bench`, 4 restarts; series longer than 200 points thinned to 200). "
-        "Built by benchmarks/build_portfolio.py; used by prolas.search.portfolio.",
+        "Built by benchmarks/scripts/build_portfolio.py; used by prolas.search.portfolio.",
         "series": series,
         "n_points": [n_points[s] for s in series],
         "expressions": rows,

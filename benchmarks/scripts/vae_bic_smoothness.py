@@ -1,7 +1,7 @@
-"""How smoothly does BIC vary in KG-VAE latent spaces? (benchmarks/VAE.md)
+"""How smoothly does BIC vary in KG-VAE latent spaces? (benchmarks/results/kgvae/VAE.md)
 
 Fits ~100 distinct random grammar expressions on data/airline.csv (restarts=4, cached in
-benchmarks/vae_bic_airline_cache.json), encodes their sequences with each checkpoint
+benchmarks/results/kgvae/vae_bic_airline_cache.json), encodes their sequences with each checkpoint
 (posterior means) and reports:
 
 * spearman: rank correlation between latent distance and |BIC difference| over all pairs
@@ -11,7 +11,7 @@ benchmarks/vae_bic_airline_cache.json), encodes their sequences with each checkp
 * gp_r2: pooled held-out R^2 of a GP regression of BIC on z (5-fold CV, BoTorch
   SingleTaskGP, inputs scaled to the checkpoint's latent box, standardised outcome).
 
-    .venv/bin/python benchmarks/vae_bic_smoothness.py /tmp/vae_sweep/default_d*_b0.1_dd0_s0
+    .venv/bin/python benchmarks/scripts/vae_bic_smoothness.py /tmp/vae_sweep/default_d*_b0.1_dd0_s0
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from prolas.gp import fit_gp
 from prolas.grammar import Grammar
 from prolas.vae import load_checkpoint
 
-CACHE = Path(__file__).with_name("vae_bic_airline_cache.json")
+CACHE = Path(__file__).resolve().parents[1] / "results" / "kgvae" / "vae_bic_airline_cache.json"
 
 
 def expressions(n: int, seed: int) -> list[tuple]:

@@ -3,7 +3,7 @@
 Also times r_d on 1 000 inputs (subsampled to 256) and a naive per-expression loop for
 comparison (first 500 expressions, extrapolated).
 
-    .venv/bin/python benchmarks/vae_rd_speed.py
+    .venv/bin/python benchmarks/scripts/vae_rd_speed.py
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ Writes ``forecast_choice.csv`` (one row per cell and way) and ``forecast_choice.
 
 Usage::
 
-    python benchmarks/forecast_choice.py benchmarks/extrapolation --methods cks:change \
-        --out benchmarks/forecast_choice
+    python benchmarks/scripts/forecast_choice.py benchmarks/results/extrapolation \
+        --methods cks:change --out DIR
 """
 
 from __future__ import annotations

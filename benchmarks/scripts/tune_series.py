@@ -3,11 +3,11 @@
 Runs ``prolas.compare.run_compare`` with a given KG-VAE checkpoint and
 :class:`prolas.search.latent.LatentBOConfig` overrides, sharing one GP fit cache between
 variants (CKS and random search are then served from the cache). Used for
-benchmarks/compare/README.md ("Design measurements").
+benchmarks/results/prolas_design/README.md ("Design measurements").
 
-    .venv/bin/python benchmarks/compare/tune_series.py data/call-centre.csv \\
-        /tmp/cc/pool_d4 benchmarks/compare/checkpoints/kgvae_d4 0-5 50 \\
-        --cache benchmarks/compare/tuning/call-centre_fits.jsonl duplicates=restarts
+    .venv/bin/python benchmarks/scripts/tune_series.py data/call-centre.csv \\
+        /tmp/cc/pool_d4 benchmarks/results/prolas_design/checkpoints/kgvae_d4 0-5 50 \\
+        --cache benchmarks/results/prolas_design/fits/call-centre.jsonl duplicates=restarts
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ warm-up 10 epochs, <= 60 epochs, patience 8, seed 0), 50 000 grammar draws, r_d 
 canonical 128-point grid on [0, 1]. Equivalent to
 ``prolas train-vae --grammar grammars/default.toml --out prolas/checkpoints/default``.
 
-    .venv/bin/python benchmarks/vae_train_shipped.py default
-    .venv/bin/python benchmarks/vae_train_shipped.py seasonal --latent-dim 16
-    .venv/bin/python benchmarks/vae_train_shipped.py change --latent-dim 16
+    .venv/bin/python benchmarks/scripts/vae_train_shipped.py default
+    .venv/bin/python benchmarks/scripts/vae_train_shipped.py seasonal --latent-dim 16
+    .venv/bin/python benchmarks/scripts/vae_train_shipped.py change --latent-dim 16
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ their airline and mauna scores are printed for information only, with the best B
 scheme's first picks reach there and where the library expressions that reach CKS's final
 BIC stand in the uniform order.
 
-    .venv/bin/python benchmarks/portfolio_similarity.py > benchmarks/portfolio_similarity.md
+    .venv/bin/python benchmarks/scripts/portfolio_similarity.py \\
+        > benchmarks/results/portfolio_similarity/portfolio_similarity.md
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ from prolas.bench import thin
 from prolas.data import load_csv
 from prolas.search.portfolio import BenchmarkScores
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 TEST_SERIES = ("airline", "mauna")
 FEATURES = ("trend", "curvature", "seasonality", "amplitude growth", "roughness")
 SCHEMES = ("uniform", "tau0.5", "tau1", "tau2", "tau4", "knn1", "knn2", "knn3")
 KS = (5, 8, 10)
-#: CKS's final BIC on the test series (benchmarks/bench/summary.md, bench_series/summary.md;
+#: CKS's final BIC on the test series (results/search_airline/summary.md and
+#: results/search_other_series/summary.md when this was written;
 #: airline's 118.82 is 118.815 unrounded)
 CKS_FINAL = {"airline": 118.815, "mauna": 460.64}
 
@@ -79,7 +81,9 @@ def main() -> None:
         return float(np.linalg.norm((feats[a] - feats[b]) / scale))
 
     print("# Similarity-weighted warm start (offline)\n")
-    print(f"Command: `{__doc__.strip().splitlines()[-1].strip()}`\n")
+    usage = __doc__.strip().split("\n\n")[-1].splitlines()  # the command (backslash-continued)
+    command = " ".join(line.strip().rstrip("\\").strip() for line in usage)
+    print(f"Command: `{command}`\n")
     print("## Meta-features\n")
     print("| series | " + " | ".join(FEATURES) + " | nearest |")
     print("|---|" + "---|" * (len(FEATURES) + 1))
