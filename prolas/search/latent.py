@@ -13,7 +13,7 @@ Two surrogates (``LatentBOConfig.surrogate``):
   (``penalty="exact"``). The VAE is the proposal generator: each step decodes a latent
   pool (Sobol points of the box, Gaussian perturbations of the best latent points, and
   the latent codes of grammar edits of their sequences, i.e. CKS's moves) and evaluates
-  the new expression of highest LogEI. Measured (benchmarks/compare/README.md): at
+  the new expression of highest LogEI. Measured (benchmarks/results/prolas_design/README.md): at
   n = 50 the latent GP predicts held-out BIC with rank correlation 0.26 on airline, the
   OT GP with 0.73; on airline (20 seeds, budget 50) the mean best BIC went from
   113.5-114.4 (latent; d = 4 and d = 8) to 116.9 (ot, GP on BIC) and 117.9 (ot, exact
@@ -102,7 +102,8 @@ PENALTIES = ("model", "exact")
 
 @dataclass(frozen=True)
 class LatentBOConfig:
-    """Settings of the latent-space BO loop (defaults measured in benchmarks/compare/).
+    """Settings of the latent-space BO loop (defaults measured in
+    benchmarks/results/prolas_design/).
 
     Options about the acquisition optimiser, duplicates, warping and the trust region
     apply to ``surrogate="latent"``; the pool options to both.
@@ -153,7 +154,7 @@ class LatentBOConfig:
             log-likelihood ``BIC + k/2 ln N`` and each candidate's exact penalty, known
             from its expression, is subtracted from the predicted mean, so the GP does
             not have to learn what is known (two expressions the OT kernel finds similar
-            differ by their exact penalties). Measured (benchmarks/compare/README.md):
+            differ by their exact penalties). Measured (benchmarks/results/prolas_design/README.md):
             ``exact`` ended higher on 5 of 9 series (airline, call-centre, temperature,
             wages, gas-production), level on 2, lower on solar and internet.
         warm_start: the first ``min(warm_start, n_init)`` points of the initial design are a
@@ -169,7 +170,7 @@ class LatentBOConfig:
             evaluated is predicted at the data mean with a large variance whatever its
             size, so after a warm start of large expressions LogEI favours small ones.
             Off by default: higher on two of three tuning series but clearly lower on
-            airline and mauna (benchmarks/compare/size_trend/README.md).
+            airline and mauna (benchmarks/results/size_trend/README.md).
     """
 
     n_init: int = 10
