@@ -34,7 +34,7 @@ format: install
 	$(BIN)/ruff format .
 
 bench: install
-	$(BIN)/python benchmarks/core.py
+	$(BIN)/python benchmarks/scripts/core.py
 
 clean:
 	rm -rf $(VENV) prolas-out .pytest_cache .ruff_cache

@@ -61,8 +61,8 @@ middle). The factors are not normalised (they are weights in [0, 1], as in the m
 nested change operators all use the same defaults. With fixed hyperparameters everything reduces to
 inner products between the distinct product terms, so the features of thousands of
 expressions cost one Gram matrix of the distinct terms (10 000 expressions on 144 inputs
-take well under a second; see ``benchmarks/VAE.md``). More than ``MAX_RD_INPUTS`` = 256
-inputs are subsampled deterministically (evenly spaced ranks of sorted x).
+take well under a second; see ``benchmarks/results/kgvae/VAE.md``). More than
+``MAX_RD_INPUTS`` = 256 inputs are subsampled deterministically (evenly spaced ranks of sorted x).
 
 >>> from prolas.grammar import Grammar
 >>> enc = GrammarEncoding(Grammar.default())

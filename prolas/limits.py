@@ -5,7 +5,8 @@ Exact GP fits cost O(N^3) time and O(N^2) memory. A long series is therefore sea
 an evenly spaced subsample of :data:`SEARCH_POINTS` points, and the chosen model is
 refitted on all points: exactly up to :data:`EXACT_REFIT_LIMIT` points, beyond that with a
 sparse variational GP (:mod:`prolas.gp.scalable`). The figures behind both numbers are in
-``benchmarks/SCALING.md``.
+``benchmarks/results/performance/PERFORMANCE.md`` and
+``benchmarks/results/sgpr_refit/SCALABLE.md``.
 """
 
 #: Default size of the evenly spaced subsample a long series is searched on.

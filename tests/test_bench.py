@@ -264,7 +264,7 @@ def test_extrapolation_table_on_one_small_series(tmp_path: Path) -> None:
 def test_extrapolation_markdown_lists_every_seeds_expression() -> None:
     """The RMSE table averages over seeds, so the expressions table must not show seed 0
     alone as if it were the method's model."""
-    table = pd.read_csv(ROOT / "benchmarks" / "extrapolation" / "extrapolation.csv")
+    table = pd.read_csv(ROOT / "benchmarks" / "results" / "extrapolation" / "extrapolation.csv")
     table = table[table["dataset"] == "airline"]
     config = BenchConfig(datasets=("airline",), methods=parse_methods("cks,prolas"), seeds=3)
     md = bench.extrapolation_markdown(table, bench.standardised_rmse(table), config)

@@ -181,11 +181,11 @@ def test_portfolio_reproduces_the_committed_benchmarks_warm_start() -> None:
     the coverage gain) must not silently change them."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
     lib = BenchmarkScores.load()
     for cell, name in [
-        (root / "bench" / "cells" / "airline__prolas__seed0.json", "airline"),
-        (root / "bench_series" / "cells" / "mauna__prolas__seed0.json", "mauna"),
+        (root / "search_airline" / "cells" / "airline__prolas__seed0.json", "airline"),
+        (root / "search_other_series" / "cells" / "mauna__prolas__seed0.json", "mauna"),
     ]:
         history = json.loads(cell.read_text())["history"]
         started = [h["expression"] for h in history[:10]]
@@ -211,7 +211,7 @@ def test_build_portfolio_keeps_expressions_fitted_on_all_series_but_one(tmp_path
         paths.append(tmp_path / f"{name}.jsonl")
         paths[-1].write_text("\n".join(rows) + "\n")
     out = tmp_path / "lib.json"
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "build_portfolio.py"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "scripts" / "build_portfolio.py"
     argv = sys.argv
     sys.argv = [str(script), *map(str, paths), "--out", str(out)]
     try:

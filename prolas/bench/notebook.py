@@ -79,16 +79,16 @@ def load_extrapolation_fit(
 
 
 def surrogate_regression_markdown(benchmarks: str | Path = "benchmarks") -> str:
-    """The committed surrogate-regression table (``benchmarks/surrogate_regression/
-    regression.md``, written by ``benchmarks/surrogate_regression.py``) as markdown;
+    """The committed surrogate-regression table (``benchmarks/results/surrogate_regression/
+    regression.md``, written by ``benchmarks/scripts/surrogate_regression.py``) as markdown;
     says so plainly if it has not been committed."""
-    path = Path(benchmarks) / "surrogate_regression" / "regression.md"
+    path = Path(benchmarks) / "results" / "surrogate_regression" / "regression.md"
     if not path.exists():
         return (
             f"*No surrogate-regression table at `{path}` yet (written by "
-            "`benchmarks/surrogate_regression.py`).*"
+            "`benchmarks/scripts/surrogate_regression.py`).*"
         )
-    return "From `benchmarks/surrogate_regression/regression.md`:\n\n" + path.read_text()
+    return "From `benchmarks/results/surrogate_regression/regression.md`:\n\n" + path.read_text()
 
 
 def small_png(path: str | Path, width: int = 700, colors: int = 256) -> bytes:

@@ -2,7 +2,7 @@
 PROLAS paper's Figure 2 (the model a search proposes from a fraction of a series).
 
 * :func:`run_performance` (``prolas bench --performance``): seconds per evaluation
-  against N, the batched-restart speedup (``benchmarks/core.py``'s measurement),
+  against N, the batched-restart speedup (``benchmarks/scripts/core.py``'s measurement),
   evaluations per second during a PROLAS run, peak memory; every measurement in a fresh
   process; written to ``PERFORMANCE.md`` with the growth exponents
   (:func:`growth_exponent`).
@@ -138,10 +138,10 @@ def growth_exponent(sizes: Sequence[float], seconds: Sequence[float]) -> float:
 
 
 def _measure_restarts(repo: str, restarts: int) -> dict:
-    """Worker: benchmarks/core.py's restart-strategy measurement on airline."""
+    """Worker: benchmarks/scripts/core.py's restart-strategy measurement on airline."""
     import importlib.util
 
-    path = Path(repo) / "benchmarks" / "core.py"
+    path = Path(repo) / "benchmarks" / "scripts" / "core.py"
     spec = importlib.util.spec_from_file_location("prolas_core_benchmark", path)
     if spec is None or spec.loader is None:
         raise ProlasError(f"cannot import {path}")
@@ -242,7 +242,7 @@ def run_performance(
     1. a default ``prolas fit`` (``pipeline_budget`` fits) against N (``pipeline_sizes``):
        seconds, peak memory and the growth exponent;
     2. one exact fit against N (``sizes``): seconds, share of the linear algebra, exponent;
-    3. restart strategies on airline (``benchmarks/core.py``);
+    3. restart strategies on airline (``benchmarks/scripts/core.py``);
     4. evaluations per second of PROLAS and CKS searches on ``data``.
     """
     log = log or (lambda s: None)
@@ -332,7 +332,7 @@ def run_performance(
         "",
         f"Growth exponent: **{fit_exp:.2f}**.",
         "",
-        "## Restarts (`benchmarks/core.py: restart_strategies`, airline, "
+        "## Restarts (`benchmarks/scripts/core.py: restart_strategies`, airline, "
         "`LIN*PER*SE + LIN*SE`, R = 8, same initialisations)",
         "",
     ]

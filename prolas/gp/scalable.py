@@ -49,7 +49,7 @@ O(M N) for the per-chunk caches (squared distances, ``V_c``, the terms' stationa
 parts; each 0.4 GB at M = 512, N = 100 000; recomputed instead beyond 3 GB), never
 O(N^2).
 
-Implementation choice (measured, ``benchmarks/SCALABLE.md``): this direct torch
+Implementation choice (measured, ``benchmarks/results/sgpr_refit/SCALABLE.md``): this direct torch
 implementation of the bound, not ``gpytorch.kernels.InducingPointKernel`` in an
 ``ExactGP``. One value and gradient of ``LIN + PER*SE + SE`` at M = 512 (2 shared
 cores, same bound to 2e-7 relative) took 5.6 s and 2.0 GB peak RSS here against
@@ -110,8 +110,8 @@ __all__ = [
     "decompose_sgpr",
 ]
 
-#: Default number of inducing points (``benchmarks/SCALABLE.md``): the largest M whose
-#: refit at N = 100 000 stays within ~5 minutes on 2 cores (172 s for three terms),
+#: Default number of inducing points (``benchmarks/results/sgpr_refit/SCALABLE.md``): the
+#: largest M whose refit at N = 100 000 stays within ~5 minutes on 2 cores (172 s for three terms),
 #: with room for structure down to a few x span / M (M = 128 already loses 0.1 nats on a
 #: series with lengthscale span / 80; M = 1 024 cost 5x more and gained nothing there).
 DEFAULT_INDUCING = 512
@@ -944,8 +944,8 @@ def refit_sgpr(
     ``1e-3`` nats in all (``ftol = 1e-3 / N``), when the projected gradient of ``F / N``
     is below ``1e-5`` per log-parameter, or after ``max_iter`` iterations. Cost per
     evaluation: three M^2 N matrix products and a few passes over the M x N grid
-    (module docstring); measured in ``benchmarks/SCALABLE.md`` (N = 100 000, M = 512,
-    three terms: 172 s, 2.0 GB peak RSS on 2 shared cores).
+    (module docstring); measured in ``benchmarks/results/sgpr_refit/SCALABLE.md``
+    (N = 100 000, M = 512, three terms: 172 s, 2.0 GB peak RSS on 2 shared cores).
 
     Returns an ``"ok"`` FitResult in natural units with ``log_likelihood = F`` (a lower
     bound on the exact log marginal likelihood, nats summed over N points),

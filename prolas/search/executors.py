@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 #: Searches with at most this many evaluations run in-process by default: starting a
-#: pool (≈ 4 s with torch imported, measured in benchmarks/PARALLEL.md) costs more
+#: pool (≈ 4 s with torch imported, measured in benchmarks/results/parallel/PARALLEL.md) costs more
 #: than it saves on a few fits.
 SMALL_JOB = 10
 
@@ -59,7 +59,7 @@ _THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 #: Imported once in the fork server (and by Dask workers at start-up). A GP fit
 #: imports these lazily; in a fresh process that made the first fit take ≈ 13 s
-#: instead of ≈ 0.4 s (measured under load, benchmarks/PARALLEL.md).
+#: instead of ≈ 0.4 s (measured under load, benchmarks/results/parallel/PARALLEL.md).
 WARM_MODULES = ("prolas.gp", "scipy.signal", "torch._dynamo", "torch.optim")
 
 

@@ -50,7 +50,7 @@ Cholesky), whatever ``import botorch`` set globally.
 The measurements behind these choices (OT vs latent surrogate, exact penalty, pool) and
 the variants tried and left out (grammar-sampled initial design, trust region, outcome
 warping, prior-weighted acquisition, size-aware mean, ...) are in
-``benchmarks/compare/README.md`` and in the git history of this module.
+``benchmarks/results/prolas_design/README.md`` and in the git history of this module.
 
 >>> from prolas.search.config import SearchConfig
 >>> from prolas.search.evaluator import Evaluator, TableScorer
@@ -97,7 +97,8 @@ Points = list[tuple[torch.Tensor, Expression]]
 
 @dataclass(frozen=True)
 class LatentBOConfig:
-    """Settings of the latent-space BO loop (the defaults, measured in benchmarks/compare/).
+    """Settings of the latent-space BO loop (the defaults, measured in
+    benchmarks/results/prolas_design/).
 
     Attributes:
         n_init: size of the initial design (capped at the budget).

@@ -4,7 +4,7 @@ BO spends its first evaluations on an initial design that knows nothing about ke
 structure. A *portfolio* (Feurer et al. 2015; Wistuba et al. 2015) spends them on
 expressions that scored well across a library of other series instead. The library is
 ``portfolio_bic.json``: the BIC of every expression evaluated on all of the benchmark
-series (built by ``benchmarks/build_portfolio.py`` from the committed benchmark fit
+series (built by ``benchmarks/scripts/build_portfolio.py`` from the committed benchmark fit
 caches; the same GP fits, restarts and thinnings as ``prolas bench``).
 
 Selection (greedy, scale-free). For series ``d`` let ``s(e, d)`` be the rank percentile
@@ -97,7 +97,7 @@ class BenchmarkScores:
         ``weights`` (series name -> weight >= 0, used for the series not excluded, then
         normalised) replace the mean over series by a weighted mean,
         ``F(P) = sum_d w_d max_{e in P} s(e, d)`` (e.g. to favour series similar to the
-        target, ``benchmarks/portfolio_similarity.py``); None is the plain mean."""
+        target, ``benchmarks/scripts/portfolio_similarity.py``); None is the plain mean."""
         cols = [j for j, s in enumerate(self.series) if s not in exclude]
         if k <= 0 or not cols:
             return []

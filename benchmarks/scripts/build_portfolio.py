@@ -1,0 +1,75 @@
+"""Build prolas/search/portfolio_bic.json, the warm-start library, from benchmark fit caches.
+
+Reads the GP fit caches the committed benchmark grids wrote (one JSONL per series, every
+expression any method evaluated, same fitting settings as ``prolas bench``) and keeps the
+expressions with a successful fit on all series but at most one, so that after leaving
+any one series out (:mod:`prolas.search.portfolio`) the candidates are scored on every
+remaining series.
+
+    .venv/bin/python benchmarks/scripts/build_portfolio.py \\
+        benchmarks/results/search_airline/fits/airline.jsonl \\
+        benchmarks/results/search_other_series/fits/*.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from prolas.encoding import sequence_to_expression
+from prolas.grammar import Grammar
+from prolas.search.portfolio import PORTFOLIO_PATH
+
+
+def shortest_sequences(grammar: Grammar) -> dict[str, tuple[str, ...]]:
+    """Canonical expression -> its shortest token sequence in ``grammar``."""
+    out: dict[str, tuple[str, ...]] = {}
+    for seq in sorted(grammar.enumerate_sequences(), key=lambda q: (len(q), q)):
+        out.setdefault(str(sequence_to_expression(seq)), seq)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("caches", nargs="+", help="fit-cache JSONL files, one per series (NAME.jsonl)")
+    p.add_argument("--out", default=str(PORTFOLIO_PATH))
+    args = p.parse_args()
+    series = [Path(c).stem for c in args.caches]
+    bic: dict[str, dict[str, float]] = {}
+    n_points: dict[str, int] = {}
+    for name, path in zip(series, args.caches):
+        for line in Path(path).read_text().splitlines():
+            row = json.loads(line)
+            fit = row["fit"]
+            if fit["status"] != "ok":
+                continue
+            n_points[name] = fit["n"]
+            scores = bic.setdefault(row["expression"], {})
+            scores[name] = max(fit["best"]["bic"], scores.get(name, -float("inf")))
+    seqs = shortest_sequences(Grammar.default())
+    rows = []
+    for expr in sorted(bic):
+        if len(bic[expr]) < len(series) - 1 or expr not in seqs:
+            continue
+        rows.append(
+            {
+                "expression": expr,
+                "sequence": list(seqs[expr]),
+                "bic": [None if s not in bic[expr] else round(bic[expr][s], 4) for s in series],
+            }
+        )
+    out = {
+        "about": "BIC of kernel expressions on the benchmark series (GP fits of "
+        "`prolas bench`, 4 restarts; series longer than 200 points thinned to 200). "
+        "Built by benchmarks/scripts/build_portfolio.py; used by prolas.search.portfolio.",
+        "series": series,
+        "n_points": [n_points[s] for s in series],
+        "expressions": rows,
+    }
+    Path(args.out).write_text(json.dumps(out, indent=0) + "\n")
+    print(f"{len(rows)} expressions x {len(series)} series -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

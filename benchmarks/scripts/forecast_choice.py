@@ -1,0 +1,150 @@
+"""Which forecast should a user get? Best-BIC model, BIC-weighted mixture, or a rolling-origin pick.
+
+Reads the cells of an extrapolation run (``prolas bench --extrapolation``), and for every
+(data set, method, seed) cell takes the search's ``K`` highest-BIC distinct expressions,
+fits each on all training points (the cell's own final model is reused for the best),
+and forecasts the test file three ways:
+
+* ``best``: the highest-BIC model's Gaussian predictive (what ``prolas fit`` reports);
+* ``bma``: the BIC-weighted mixture of the K models' predictives
+  (:func:`prolas.report.forecast.forecast` with ``method="bma"``);
+* ``rolling``: the one of the K models that forecasts the last 10 % of the training data
+  best (:func:`prolas.report.forecast.rolling_origin_check`, 5 origins, lowest RMSE).
+
+Writes ``forecast_choice.csv`` (one row per cell and way) and ``forecast_choice.md``
+(RMSE per data set, mean over seeds; standardised by ABCD's published RMSE).
+
+Usage::
+
+    python benchmarks/scripts/forecast_choice.py benchmarks/results/extrapolation \
+        --methods cks:change --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from prolas.bench import ABCD_RMSE
+from prolas.data import load_csv
+from prolas.gp import FitConfig, FitResult, fit_gp
+from prolas.report.forecast import forecast, rolling_origin_check
+
+WAYS = ("best", "bma", "rolling")
+
+
+def _rmse(fc, test) -> float:
+    return float(np.sqrt(np.mean((fc.mean - test.y) ** 2)))
+
+
+def top_expressions(cell: dict, k: int) -> list[str]:
+    """The cell's ``k`` highest-BIC distinct ok expressions, best first."""
+    ok = [h for h in cell["history"] if h["status"] == "ok" and h["bic"] is not None]
+    ok.sort(key=lambda h: (-h["bic"], h["index"]))
+    out: list[str] = []
+    for h in ok:
+        if h["expression"] not in out:
+            out.append(h["expression"])
+        if len(out) == k:
+            break
+    return out
+
+
+def evaluate_cell(cell: dict, data_dir: Path, k: int, restarts: int) -> list[dict]:
+    name = cell["dataset"]
+    train = load_csv(data_dir / f"{name}_train.csv")
+    test = load_csv(data_dir / f"{name}_test.csv")
+    final = FitResult.from_json(cell["test"]["final"], n=train.n)
+    fits = [final]
+    for expr in top_expressions(cell, k):
+        if expr != final.expression:
+            fit = fit_gp(expr, train, FitConfig(restarts=restarts, seed=0))
+            if fit.ok:
+                fits.append(fit)
+    fits.sort(key=lambda f: -f.bic)
+    rows = []
+    base = {"dataset": name, "method": cell["method"], "seed": cell["seed"], "k": len(fits)}
+    best = forecast(final, train, x_new=test.x)
+    rows.append({**base, "way": "best", "expression": final.expression, "rmse": _rmse(best, test)})
+    bma = forecast(fits, train, x_new=test.x, method="bma")
+    top_w = max(bma.weights)
+    rows.append(
+        {
+            **base,
+            "way": "bma",
+            "expression": f"{len(fits)} models, top weight {top_w:.3f}",
+            "rmse": _rmse(bma, test),
+        }
+    )
+    if len(fits) > 1:
+        check = rolling_origin_check(fits, train)
+        check = check[check["model"] != "bma"].reset_index(drop=True)
+        pick = fits[int(check["rmse"].idxmin())]
+    else:
+        pick = final
+    fc = forecast(pick, train, x_new=test.x)
+    rows.append({**base, "way": "rolling", "expression": pick.expression, "rmse": _rmse(fc, test)})
+    return rows
+
+
+def markdown(table: pd.DataFrame) -> str:
+    mean = table.groupby(["dataset", "method", "way"])["rmse"].mean().unstack("way")
+    lines = [
+        "| data | method | " + " | ".join(WAYS) + " | ABCD (published) |",
+        "|---|---|" + "---|" * len(WAYS) + "---|",
+    ]
+    std_rows = []
+    for (name, method), row in mean.iterrows():
+        abcd = ABCD_RMSE.get(name, math.nan)
+        cells = [f"{row[w]:.4g} ({row[w] / abcd:.2f})" for w in WAYS]
+        lines.append(f"| {name} | {method} | " + " | ".join(cells) + f" | {abcd:.4g} |")
+        std_rows.append({w: row[w] / abcd for w in WAYS})
+    std = pd.DataFrame(std_rows)
+    lines.append("")
+    lines.append(
+        "Median standardised RMSE (RMSE / ABCD's) over the rows: "
+        + ", ".join(f"{w} {std[w].median():.3f}" for w in WAYS)
+        + "; rows where each way beats ABCD: "
+        + ", ".join(f"{w} {(std[w] < 1).sum()}/{len(std)}" for w in WAYS)
+        + "."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("cells", type=Path, help="an extrapolation output directory (with cells/)")
+    p.add_argument("--methods", default="", help="comma-separated methods to use (default all)")
+    p.add_argument("--datasets", default="", help="comma-separated data sets (default all)")
+    p.add_argument("--k", type=int, default=5, help="top models per search (default 5)")
+    p.add_argument("--restarts", type=int, default=8, help="restarts per refit (default 8)")
+    p.add_argument("--data-dir", type=Path, default=Path("data"))
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args()
+    methods = {m for m in args.methods.split(",") if m}
+    datasets = {d for d in args.datasets.split(",") if d}
+    rows: list[dict] = []
+    for path in sorted((args.cells / "cells").glob("*.json")):
+        cell = json.loads(path.read_text())
+        if cell["method"] in ("SE", "LIN") or not cell.get("test"):
+            continue
+        if (methods and cell["method"] not in methods) or (
+            datasets and cell["dataset"] not in datasets
+        ):
+            continue
+        print(f"{cell['dataset']} {cell['method']} seed {cell['seed']}", flush=True)
+        rows += evaluate_cell(cell, args.data_dir, args.k, args.restarts)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = pd.DataFrame(rows)
+    table.to_csv(args.out / "forecast_choice.csv", index=False)
+    (args.out / "forecast_choice.md").write_text(markdown(table))
+    print(markdown(table))
+
+
+if __name__ == "__main__":
+    main()
