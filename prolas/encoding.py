@@ -90,7 +90,6 @@ __all__ = [
     "RD_HYPERPARAMETERS",
     "RD_CHANGE_HYPERPARAMETERS",
     "MAX_RD_INPUTS",
-    "sequence_to_expression",
     "rd_inputs",
     "base_kernel_matrices",
     "change_factor_matrices",
@@ -114,10 +113,6 @@ RD_CHANGE_HYPERPARAMETERS: dict[str, dict[str, float]] = {
 }
 #: r_d is computed on at most this many inputs.
 MAX_RD_INPUTS = 256
-
-#: A token sequence's expression (one function for the whole package:
-#: :func:`prolas.grammar.sequence_expression`; this name is kept for its callers).
-sequence_to_expression = sequence_expression
 
 
 class GrammarEncoding:
@@ -378,7 +373,7 @@ def change_factor_matrices(x: np.ndarray) -> dict[str, np.ndarray]:
 def _as_expression(item: Expression | Sequence) -> Expression:
     if isinstance(item, Expression):
         return item
-    return sequence_to_expression(tuple(item))
+    return sequence_expression(tuple(item))
 
 
 def distance_features(

@@ -51,11 +51,10 @@ from prolas.encoding import (
     canonical_grid,
     distance_features,
     rd_inputs,
-    sequence_to_expression,
 )
 from prolas.errors import CheckpointError, GrammarError
 from prolas.expr import Expression
-from prolas.grammar import OPERATIONS, Grammar, Sequence
+from prolas.grammar import OPERATIONS, Grammar, Sequence, sequence_expression
 
 __all__ = [
     "VAEConfig",
@@ -289,7 +288,7 @@ class TrainedVAE:
 
     def decode(self, z: torch.Tensor | np.ndarray) -> list[Expression]:
         """Most likely expression for each row of ``z`` (``b x d``); always valid."""
-        return [sequence_to_expression(s) for s in self.decode_sequences(z)]
+        return [sequence_expression(s) for s in self.decode_sequences(z)]
 
     # --- latent box and training data --------------------------------------------------
     def latent_bounds(self, quantile: float = 0.001, expand: float = 0.1) -> torch.Tensor:
@@ -335,7 +334,7 @@ def _sample_training_data(
     if dedupe:
         seen: dict = {}
         for s in seqs:
-            seen.setdefault(sequence_to_expression(s), s)
+            seen.setdefault(sequence_expression(s), s)
         seqs = list(seen.values())
     return seqs
 
@@ -455,7 +454,7 @@ def train_kgvae(
             "n_sequences": len(seqs),
             "n_train": n_train,
             "n_val": n_val,
-            "n_distinct_expressions": len({sequence_to_expression(s) for s in seqs}),
+            "n_distinct_expressions": len({sequence_expression(s) for s in seqs}),
             "epochs_run": len(history),
             "best_val_loss": best_val,
             "final_train_loss": history[-1]["train_loss"] if history else None,
@@ -493,10 +492,7 @@ def evaluate_quality(
     z = trained.encode_sequences(held)
     dec = trained.decode_sequences(z)
     ok = np.array(
-        [
-            sequence_to_expression(a) == sequence_to_expression(b)
-            for a, b in zip(held, dec, strict=True)
-        ]
+        [sequence_expression(a) == sequence_expression(b) for a, b in zip(held, dec, strict=True)]
     )
     train_set = set(trained.training_sequences())
     unseen = np.array([s not in train_set for s in held])
@@ -513,7 +509,7 @@ def evaluate_quality(
     bounds = trained.latent_bounds()
     sobol = torch.quasirandom.SobolEngine(trained.latent_dim, scramble=True, seed=seed)
     zs = bounds[0] + (bounds[1] - bounds[0]) * sobol.draw(n_sobol, dtype=torch.float64)
-    distinct = len({sequence_to_expression(s) for s in trained.decode_sequences(zs)})
+    distinct = len({sequence_expression(s) for s in trained.decode_sequences(zs)})
     return {
         "heldout_reconstruction": float(ok.mean()),
         "heldout_unseen_reconstruction": float(ok[unseen].mean()) if unseen.any() else None,

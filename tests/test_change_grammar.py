@@ -23,7 +23,6 @@ from prolas.encoding import (
     canonical_grid,
     distance_features,
     represent,
-    sequence_to_expression,
 )
 from prolas.errors import GrammarError, NumericsWarning
 from prolas.expr import CP, CW, LIN, PER, RQ, SE, C, parse
@@ -136,7 +135,7 @@ def test_change_sequences_apply_left_to_right():
     # nested changes, and a sum after a change is a new additive item
     seq = ("LIN", "CP", "PER", "CP", "SE", "+", "C", STOP)
     assert g.to_expression(seq) == parse("CP(CP(LIN, PER), SE) + C")
-    assert sequence_to_expression(seq) is sequence_expression(seq)
+    assert sequence_expression(seq) is sequence_expression(seq)
     g.validate_sequence(seq)
     with pytest.raises(GrammarError, match="not in grammar default"):
         Grammar.default().validate_sequence(("SE", "CP", "LIN", STOP))

@@ -14,11 +14,10 @@ from prolas.encoding import (
     distance_features,
     rd_inputs,
     represent,
-    sequence_to_expression,
 )
 from prolas.errors import GrammarError
 from prolas.expr import parse
-from prolas.grammar import OPERATIONS, STOP, Grammar
+from prolas.grammar import OPERATIONS, STOP, Grammar, sequence_expression
 
 
 def small_grammar(n_max: int = 2, ops: dict | None = None) -> Grammar:
@@ -195,9 +194,9 @@ def test_rd_matches_a_direct_computation():
 
 def test_rd_of_sequences_equals_rd_of_their_expressions_and_dedupes():
     seqs = [("SE", "+", "PER", "*", "LIN", STOP), ("PER", "+", "SE", "*", "LIN", STOP)]
-    assert sequence_to_expression(seqs[0]) == sequence_to_expression(seqs[1])
+    assert sequence_expression(seqs[0]) == sequence_expression(seqs[1])
     x = canonical_grid(64)
-    rd = distance_features(seqs + [sequence_to_expression(seqs[0])], x)
+    rd = distance_features(seqs + [sequence_expression(seqs[0])], x)
     np.testing.assert_array_equal(rd[0], rd[1])
     np.testing.assert_array_equal(rd[0], rd[2])
 

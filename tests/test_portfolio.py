@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 from prolas.data import Dataset
-from prolas.encoding import sequence_to_expression
 from prolas.errors import ProlasError
 from prolas.expr import parse
-from prolas.grammar import Grammar
+from prolas.grammar import Grammar, sequence_expression
 from prolas.records import Score
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator
@@ -112,7 +111,7 @@ def test_shipped_library_sequences_produce_their_expressions() -> None:
     assert lib.bic.shape == (len(lib.expressions), 9)
     for expr, seq in zip(lib.expressions, lib.sequences):
         g.validate_sequence(seq)
-        assert str(sequence_to_expression(seq)) == expr == str(parse(expr))
+        assert str(sequence_expression(seq)) == expr == str(parse(expr))
     # every series leaves a full candidate set behind
     for s in lib.series:
         assert len(lib.select(10, exclude=(s,))) == 10
@@ -172,7 +171,7 @@ def test_warm_start_keeps_only_expressions_of_the_search_grammar(trained) -> Non
     for _, e in points:
         seq = state.sequence_of[str(e)]
         small.grammar.validate_sequence(seq)
-        assert str(sequence_to_expression(seq)) == str(e)
+        assert str(sequence_expression(seq)) == str(e)
 
 
 def test_portfolio_reproduces_the_committed_benchmarks_warm_start() -> None:

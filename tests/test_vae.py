@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from prolas.encoding import sequence_to_expression
 from prolas.errors import CheckpointError, GrammarError
 from prolas.expr import Expression
-from prolas.grammar import Grammar
+from prolas.grammar import Grammar, sequence_expression
 from prolas.vae import (
     CHECKPOINTS_DIR,
     TrainedVAE,
@@ -85,7 +84,7 @@ def test_training_is_deterministic_with_a_seed():
 def test_dedupe_keeps_one_sequence_per_expression():
     cfg = VAEConfig(latent_dim=2, hidden=(16,), epochs=1, val_fraction=0.0, dedupe=True)
     t = train_kgvae(tiny_grammar(), cfg, n_samples=2000, progress=False, evaluate=False)
-    exprs = [sequence_to_expression(s) for s in t.training_sequences()]
+    exprs = [sequence_expression(s) for s in t.training_sequences()]
     assert len(set(exprs)) == len(exprs) > 20
 
 
@@ -103,7 +102,7 @@ def test_decode_of_random_z_is_always_valid(tiny):
     _valid(g, seqs)
     exprs = tiny.decode(z.double())
     assert all(isinstance(e, Expression) for e in exprs)
-    assert [str(e) for e in exprs] == [str(sequence_to_expression(s)) for s in seqs]
+    assert [str(e) for e in exprs] == [str(sequence_expression(s)) for s in seqs]
     _valid(g, tiny.decode_sequences(z, method="greedy"))
 
 
@@ -122,9 +121,7 @@ def test_encode_decode_reconstructs_training_sequences(tiny):
     z = tiny.encode_sequences(seqs)
     assert z.shape == (300, tiny.latent_dim) and z.dtype == torch.float64
     dec = tiny.decode_sequences(z)
-    acc = np.mean(
-        [sequence_to_expression(a) == sequence_to_expression(b) for a, b in zip(seqs, dec)]
-    )
+    acc = np.mean([sequence_expression(a) == sequence_expression(b) for a, b in zip(seqs, dec)])
     assert acc > 0.5  # a 12-epoch model on 3 kernels x 2 operations
 
 
@@ -236,9 +233,7 @@ def test_shipped_checkpoint_lists_and_reconstructs_a_fresh_sample():
     assert trained.grammar.content_hash == Grammar.default().content_hash
     held = Grammar.default().sample_sequences(1000, np.random.default_rng(20240607))
     dec = trained.decode_sequences(trained.encode_sequences(held))
-    acc = np.mean(
-        [sequence_to_expression(a) == sequence_to_expression(b) for a, b in zip(held, dec)]
-    )
+    acc = np.mean([sequence_expression(a) == sequence_expression(b) for a, b in zip(held, dec)])
     assert acc >= 0.95
     z = 5.0 * torch.randn(1000, trained.latent_dim, generator=torch.Generator().manual_seed(0))
     _valid(trained.grammar, trained.decode_sequences(z))
@@ -265,11 +260,9 @@ def test_shipped_change_checkpoint_reconstructs_change_expressions():
     assert trained.metadata["encoding"]["rd"]["change_hyperparameters"]["CP"]["location"] == 0.5
     held = grammar.sample_sequences(1000, np.random.default_rng(20240607))
     dec = trained.decode_sequences(trained.encode_sequences(held))
-    ok = np.array(
-        [sequence_to_expression(a) == sequence_to_expression(b) for a, b in zip(held, dec)]
-    )
+    ok = np.array([sequence_expression(a) == sequence_expression(b) for a, b in zip(held, dec)])
     assert ok.mean() >= 0.95
-    change = np.array([sequence_to_expression(s).has_change for s in held])
+    change = np.array([sequence_expression(s).has_change for s in held])
     assert change.sum() > 200 and ok[change].mean() >= 0.9
     z = 50.0 * torch.nn.functional.normalize(
         torch.randn(500, trained.latent_dim, generator=torch.Generator().manual_seed(1)), dim=1

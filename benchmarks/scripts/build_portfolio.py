@@ -17,8 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
-from prolas.encoding import sequence_to_expression
-from prolas.grammar import Grammar
+from prolas.grammar import Grammar, sequence_expression
 from prolas.search.portfolio import PORTFOLIO_PATH
 
 
@@ -26,7 +25,7 @@ def shortest_sequences(grammar: Grammar) -> dict[str, tuple[str, ...]]:
     """Canonical expression -> its shortest token sequence in ``grammar``."""
     out: dict[str, tuple[str, ...]] = {}
     for seq in sorted(grammar.enumerate_sequences(), key=lambda q: (len(q), q)):
-        out.setdefault(str(sequence_to_expression(seq)), seq)
+        out.setdefault(str(sequence_expression(seq)), seq)
     return out
 
 

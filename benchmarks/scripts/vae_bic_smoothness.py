@@ -31,10 +31,9 @@ from prolas.encoding import (
     GrammarEncoding,
     canonical_grid,
     distance_features,
-    sequence_to_expression,
 )
 from prolas.gp import fit_gp
-from prolas.grammar import Grammar
+from prolas.grammar import Grammar, sequence_expression
 from prolas.vae import load_checkpoint
 
 CACHE = Path(__file__).resolve().parents[1] / "results" / "kgvae" / "vae_bic_airline_cache.json"
@@ -46,7 +45,7 @@ def expressions(n: int, seed: int) -> list[tuple]:
     seen: dict = {}
     while len(seen) < n:
         s = g.sample_sequence(rng)
-        seen.setdefault(str(sequence_to_expression(s)), s)
+        seen.setdefault(str(sequence_expression(s)), s)
     return list(seen.values())
 
 
@@ -55,12 +54,12 @@ def bics(seqs: list[tuple], data: str, restarts: int) -> dict[str, float | None]
     ds = load_csv(data)
     t0 = time.perf_counter()
     for i, s in enumerate(seqs):
-        key = str(sequence_to_expression(s))
+        key = str(sequence_expression(s))
         if key in cache:
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fit = fit_gp(sequence_to_expression(s), ds, restarts=restarts, seed=0)
+            fit = fit_gp(sequence_expression(s), ds, restarts=restarts, seed=0)
         cache[key] = fit.bic if fit.status == "ok" else None
         print(
             f"[{i + 1}/{len(seqs)}] {key}: {cache[key]} ({time.perf_counter() - t0:.0f} s)",
@@ -108,8 +107,8 @@ def main() -> None:
 
     seqs = expressions(args.n, args.seed)
     table = bics(seqs, args.data, args.restarts)
-    keep = [s for s in seqs if table.get(str(sequence_to_expression(s))) is not None]
-    y = np.array([table[str(sequence_to_expression(s))] for s in keep])
+    keep = [s for s in seqs if table.get(str(sequence_expression(s))) is not None]
+    y = np.array([table[str(sequence_expression(s))] for s in keep])
     if not args.checkpoints:  # only fill the BIC cache
         return
     print(f"{len(keep)} expressions with a BIC; BIC range {y.min():.1f} .. {y.max():.1f}")

@@ -18,9 +18,8 @@ from prolas.encoding import (
     base_kernel_matrices,
     distance_features,
     rd_inputs,
-    sequence_to_expression,
 )
-from prolas.grammar import Grammar
+from prolas.grammar import Grammar, sequence_expression
 
 
 def naive(exprs, x, names):
@@ -37,7 +36,7 @@ def main() -> None:
     torch.set_num_threads(1)
     g = Grammar.default()
     seqs = g.sample_sequences(10_000, np.random.default_rng(0))
-    exprs = [sequence_to_expression(s) for s in seqs]
+    exprs = [sequence_expression(s) for s in seqs]
     x = load_csv("data/airline.csv").x
     print(f"{len(set(exprs))} distinct expressions among {len(exprs)}")
     for label, xx in (

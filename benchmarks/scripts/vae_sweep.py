@@ -21,8 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from prolas.encoding import sequence_to_expression
-from prolas.grammar import Grammar
+from prolas.grammar import Grammar, sequence_expression
 from prolas.vae import VAEConfig, save_checkpoint, train_kgvae
 
 
@@ -62,7 +61,7 @@ def main() -> None:
                 q["heldout_reconstruction_greedy"] = float(
                     np.mean(
                         [
-                            sequence_to_expression(a) == sequence_to_expression(b)
+                            sequence_expression(a) == sequence_expression(b)
                             for a, b in zip(held, greedy, strict=True)
                         ]
                     )

@@ -71,10 +71,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from prolas.encoding import sequence_to_expression
 from prolas.errors import NumericsWarning, ProlasError
 from prolas.expr import Expression, parse
-from prolas.grammar import Grammar
+from prolas.grammar import Grammar, sequence_expression
 from prolas.limits import INITIAL_DESIGN, LATENT_SURROGATES
 from prolas.records import SearchResult
 from prolas.search.config import SearchConfig
@@ -408,14 +407,14 @@ class _LatentSearch:
         for _ in range(self.opt.grammar_tries):
             s = self.vae.grammar.sample_sequence(self.rng)
             self.stats["grammar_draws"] += 1
-            if self.ev.seen(sequence_to_expression(s)):
+            if self.ev.seen(sequence_expression(s)):
                 continue
             u = self.to_unit(self.vae.encode_sequences([s]))[0]
             e = self.decode(u)[0]
             if self.ev.seen(e):
                 # the decoder cannot reach this expression (e.g. a poorly trained
                 # VAE): evaluate the grammar sample itself at its latent code
-                e = sequence_to_expression(s)
+                e = sequence_expression(s)
             return self.evaluate([(u, e)])
         return 0
 

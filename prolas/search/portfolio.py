@@ -30,10 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from prolas.encoding import sequence_to_expression
 from prolas.errors import GrammarError, ProlasError
 from prolas.expr import Expression
-from prolas.grammar import Grammar
+from prolas.grammar import Grammar, sequence_expression
 from prolas.grammar import Sequence as GSeq
 
 __all__ = ["PORTFOLIO_PATH", "BenchmarkScores", "excluded_series", "warm_start"]
@@ -170,7 +169,7 @@ def warm_start(
             grammar.validate_sequence(seq)
         except GrammarError:
             continue  # not in this grammar's search space
-        e = sequence_to_expression(seq)
+        e = sequence_expression(seq)
         if math.isfinite(grammar.log_prob(seq)) and not seen(e):
             picked.append((seq, e))
         if len(picked) == k:
