@@ -22,6 +22,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_fit_cks_end_to_end_writes_valid_result(tmp_path, capsys) -> None:
     out = tmp_path / "res"
     code, stdout, err = run(
@@ -53,37 +54,11 @@ def test_fit_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
     out.mkdir()
     (out / "result.json").write_text("{}")
     (out / "mine.txt").write_text("keep me")
-    code, _, err = run(
-        capsys,
-        "fit",
-        AIRLINE,
-        "--search",
-        "random",
-        "--budget",
-        "2",
-        "--restarts",
-        "1",
-        "--out",
-        str(out),
-        "--quiet",
-    )
+    quick_fit = ("fit", AIRLINE, "--search", "random", "--budget", "2", "--restarts", "1")
+    code, _, err = run(capsys, *quick_fit, "--out", str(out), "--quiet")
     assert code != 0 and "--force" in err and err.count("\n") == 1
     assert (out / "result.json").read_text() == "{}"
-    code, _, err = run(
-        capsys,
-        "fit",
-        AIRLINE,
-        "--search",
-        "random",
-        "--budget",
-        "2",
-        "--restarts",
-        "1",
-        "--out",
-        str(out),
-        "--quiet",
-        "--force",
-    )
+    code, _, err = run(capsys, *quick_fit, "--out", str(out), "--quiet", "--force")
     assert code == 0, err
     assert (out / "mine.txt").read_text() == "keep me"  # other files are never touched
     validate_result_json(json.loads((out / "result.json").read_text()))
@@ -168,6 +143,7 @@ def test_describe(capsys) -> None:
     assert code != 0 and "position" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_console_script_help_and_bad_input() -> None:
     exe = Path(sys.executable).parent / "prolas"
     help_text = subprocess.run([exe, "fit", "--help"], capture_output=True, text=True, check=True)

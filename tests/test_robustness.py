@@ -411,6 +411,7 @@ def check_pipeline(x: np.ndarray, y: np.ndarray, seed: int, budget: int, out: Pa
     assert "## Best model" in (out / "report.md").read_text()
 
 
+@pytest.mark.slow
 @settings(
     max_examples=int(os.environ.get("PROLAS_HYPOTHESIS_EXAMPLES", "16")),
     deadline=None,
@@ -482,6 +483,7 @@ def test_fit_gp_of_rq_se_on_repeated_inputs_returns_instead_of_raising() -> None
     assert fit.status == "failed" or first_non_finite(fit.to_json()) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [

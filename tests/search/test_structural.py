@@ -213,6 +213,7 @@ def test_unknown_surrogate_or_optimiser_is_rejected():
         search_structural(ev, SMALL, acq_opt="nope")
 
 
+@pytest.mark.slow
 def test_structural_search_end_to_end_on_airline_gives_a_valid_result_json(tmp_path):
     import json
 

@@ -261,6 +261,7 @@ def test_fit_recovers_a_planted_change_point_and_result_json_validates() -> None
     assert ll == pytest.approx(fit.log_likelihood, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_cks_with_change_rules_finds_a_planted_change_point() -> None:
     from prolas.gp import GPScorer
 

@@ -24,7 +24,7 @@ from prolas.search.executors import ExecutorError, ProcessPool, default_workers,
 from prolas.search.greedy import search_cks
 from prolas.search.journal import JournalWarning
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = str(ROOT / "data" / "airline.csv")
 BASE = ("SE", "LIN", "PER", "RQ")
 
@@ -249,6 +249,7 @@ def test_executor_options() -> None:
     assert default_workers("cks", 1, 6, cores=2) == 1  # small job: no pool start-up
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_cks_equals_sequential() -> None:
     rng = np.random.default_rng(0)
     x = np.linspace(0.0, 6.0, 40)
@@ -277,6 +278,7 @@ def _wait_for_entries(proc: subprocess.Popen, journal: Path, k: int, timeout: fl
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_sigkill_then_ctrl_c_then_resume_keeps_every_journalled_fit(tmp_path, capsys) -> None:
     out = tmp_path / "run"
     journal = out / "journal.jsonl"

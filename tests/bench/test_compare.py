@@ -16,7 +16,7 @@ from prolas.bench.stats import cell_trace, reach
 from prolas.records import Evaluation, SearchResult
 from prolas.search.evaluator import TableScorer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 
 

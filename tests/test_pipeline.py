@@ -32,6 +32,7 @@ def test_search_data_is_an_evenly_spaced_subsample_with_the_full_standardisation
     assert search_data(ds, SearchConfig(search_points=5000)) is ds
 
 
+@pytest.mark.slow
 def test_subsample_search_then_exact_refit_recovers_period_and_trend() -> None:
     """1 200 points searched on 120 (CKS); the refit on all points is exact, finds the
     planted period and extrapolates the planted trend."""
@@ -53,6 +54,7 @@ def test_subsample_search_then_exact_refit_recovers_period_and_trend() -> None:
     assert again.log_likelihood == pytest.approx(best.log_likelihood, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_cli_reports_which_points_were_searched(tmp_path) -> None:
     from prolas.cli import main
 

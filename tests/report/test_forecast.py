@@ -29,7 +29,7 @@ from prolas.report.forecast import (
     top_fits,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AIRLINE_TRAIN = str(ROOT / "data" / "airline_train.csv")
 
 _erf = np.vectorize(math.erf)
@@ -231,6 +231,7 @@ def test_top_fits_are_refitted_on_all_points_after_a_thinned_search(trend_season
 # --- command line ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
     for method in ("best", "bma"):
         out = tmp_path / method

@@ -180,7 +180,7 @@ def test_portfolio_reproduces_the_committed_benchmarks_warm_start() -> None:
     the coverage gain) must not silently change them."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    root = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     lib = BenchmarkScores.load()
     for cell, name in [
         (root / "search_airline" / "cells" / "airline__prolas__seed0.json", "airline"),
@@ -191,6 +191,7 @@ def test_portfolio_reproduces_the_committed_benchmarks_warm_start() -> None:
         assert started == [lib.expressions[i] for i in lib.select(10, (name,))]
 
 
+@pytest.mark.slow
 def test_build_portfolio_keeps_expressions_fitted_on_all_series_but_one(tmp_path) -> None:
     import runpy
     import sys
@@ -210,7 +211,7 @@ def test_build_portfolio_keeps_expressions_fitted_on_all_series_but_one(tmp_path
         paths.append(tmp_path / f"{name}.jsonl")
         paths[-1].write_text("\n".join(rows) + "\n")
     out = tmp_path / "lib.json"
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "scripts" / "build_portfolio.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "scripts" / "build_portfolio.py"
     argv = sys.argv
     sys.argv = [str(script), *map(str, paths), "--out", str(out)]
     try:

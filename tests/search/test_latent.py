@@ -25,11 +25,11 @@ from prolas.search.evaluator import Evaluator
 from prolas.search.latent import LatentBOConfig, search_prolas
 from prolas.search.random_search import search_random
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 
 # The synthetic objective is not a data set, so the warm-start portfolio (ranked on real
-# series' BIC, tests/test_portfolio.py) is off here: these tests are about the BO loop.
+# series' BIC, tests/search/test_portfolio.py) is off here: these tests are about the BO loop.
 # Small acquisition optimiser: the laws do not depend on it and tests stay fast.
 FAST = LatentBOConfig(
     warm_start=0, surrogate="latent", num_restarts=2, raw_samples=32, pool_sobol=256, pool_local=256
@@ -74,6 +74,7 @@ def _first_hit(result, value: float, budget: int) -> int:
     return budget + 1  # never: counted as one past the budget
 
 
+@pytest.mark.slow
 def test_prolas_finds_the_optimum_faster_than_random_search(trained) -> None:
     # random search needs ~100 distinct draws on average to hit this target
     target, budget, seeds = "LIN + PER + SE", 20, range(4)
@@ -90,6 +91,7 @@ def test_prolas_finds_the_optimum_faster_than_random_search(trained) -> None:
     assert np.mean(hits_bo) < np.mean(hits_rnd), (hits_bo, hits_rnd)
 
 
+@pytest.mark.slow
 def test_ot_surrogate_finds_the_optimum_faster_than_random_search(trained) -> None:
     # same objective; the GP now models the decoded expressions with the OT kernel
     target, budget, seeds = "LIN + PER + SE", 20, range(4)
@@ -213,6 +215,7 @@ print(repr(before), repr(after))
     assert before == after
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("surrogate", [None, "latent"])
 def test_fit_cli_defaults_to_prolas_with_the_shipped_checkpoint(
     tmp_path, capsys, surrogate

@@ -13,11 +13,12 @@ import pytest
 
 from prolas import bench
 from prolas.bench import BenchConfig, MethodSpec, parse_methods
+from prolas.bench.cells import EVALUATION_COLUMNS
 from prolas.cli import main
 from prolas.data import load_csv
 from prolas.errors import OutputExistsError, ProlasError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 
 
@@ -52,17 +53,8 @@ def grid(tmp_path_factory) -> Path:
 
 def test_grid_writes_every_file_with_the_right_columns(grid: Path) -> None:
     ev = pd.read_csv(grid / "evaluations.csv")
-    assert list(ev.columns[:9]) == [
-        "dataset",
-        "method",
-        "seed",
-        "index",
-        "expression",
-        "bic",
-        "log_likelihood",
-        "seconds",
-        "status",
-    ]
+    assert tuple(ev.columns) == EVALUATION_COLUMNS
+    assert EVALUATION_COLUMNS[:5] == ("dataset", "method", "seed", "index", "expression")
     assert set(ev["method"]) == {"cks", "random"} and set(ev["seed"]) == {0, 1}
     # every cell used its budget of 4 unique evaluations, indexed 1..4
     for _, g in ev.groupby(["method", "seed"]):
