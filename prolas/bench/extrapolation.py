@@ -330,6 +330,17 @@ def plot_forecasts(
     return Path(path)
 
 
+def _section_head(title: str, columns: Sequence[str]) -> list[str]:
+    """Markdown lines opening a section whose table has one row per data set."""
+    return [
+        "",
+        f"## {title}",
+        "",
+        "| data | " + " | ".join(columns) + " |",
+        "|" + "---|" * (len(columns) + 1),
+    ]
+
+
 def extrapolation_markdown(table: pd.DataFrame, std: pd.DataFrame, config: BenchConfig) -> str:
     """Tables: RMSE per data set and method next to ABCD, MLPD, standardised RMSE."""
     rmse = table.groupby(["dataset", "method"])["rmse"].mean().unstack("method")
@@ -398,24 +409,16 @@ def extrapolation_markdown(table: pd.DataFrame, std: pd.DataFrame, config: Bench
                 rows = (f"{int(r.seed)}: `{r.expression}` ({r.rmse:.4g})" for r in sub.itertuples())
                 cells.append("<br>".join(rows))
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "## Mean test log predictive density (nats per point, higher is better)",
-        "",
-        "| data | " + " | ".join(methods) + " |",
-        "|" + "---|" * (len(methods) + 1),
-    ]
+    lines += _section_head(
+        "Mean test log predictive density (nats per point, higher is better)", methods
+    )
     for d in datasets:
         cells = [f"{mlpd.loc[d, m]:.3f}" if math.isfinite(mlpd.loc[d, m]) else "-" for m in methods]
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
     cols = _method_order(std.columns)
-    lines += [
-        "",
-        "## Standardised RMSE (RMSE / best RMSE on the data set, ABCD included)",
-        "",
-        "| data | " + " | ".join(cols) + " |",
-        "|" + "---|" * (len(cols) + 1),
-    ]
+    lines += _section_head(
+        "Standardised RMSE (RMSE / best RMSE on the data set, ABCD included)", cols
+    )
     for d in datasets:
         lines.append(f"| {d} | " + " | ".join(fmt(std.loc[d, m]) for m in cols) + " |")
     lines.append("| **median** | " + " | ".join(f"**{fmt(std[m].median())}**" for m in cols) + " |")
