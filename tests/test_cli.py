@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from prolas.cli import main
 from prolas.report import validate_result_json
 
-ROOT = Path(__file__).resolve().parents[1]
 AIRLINE = str(ROOT / "data" / "airline.csv")
 
 
@@ -154,21 +154,8 @@ def test_console_script_help_and_bad_input() -> None:
 
 def test_train_vae_and_list_checkpoints(tmp_path, capsys) -> None:
     stem = tmp_path / "ckpt" / "tiny"
-    code, _, err = run(
-        capsys,
-        "train-vae",
-        "--grammar",
-        "small",
-        "--samples",
-        "400",
-        "--epochs",
-        "2",
-        "--latent-dim",
-        "2",
-        "--out",
-        str(stem),
-        "--quiet",
-    )
+    tiny = ("train-vae", "--grammar", "small", "--samples", "400", "--out", str(stem), "--quiet")
+    code, _, err = run(capsys, *tiny, "--epochs", "2", "--latent-dim", "2")
     assert code == 0, err
     assert stem.with_suffix(".pt").stat().st_size > 0
     meta = json.loads(stem.with_suffix(".json").read_text())
@@ -177,19 +164,7 @@ def test_train_vae_and_list_checkpoints(tmp_path, capsys) -> None:
     assert code == 0 and "tiny" in out and "latent_dim: 2" in out
     # an existing checkpoint is never overwritten without --force
     before = stem.with_suffix(".pt").read_bytes()
-    code, _, err = run(
-        capsys,
-        "train-vae",
-        "--grammar",
-        "small",
-        "--samples",
-        "400",
-        "--epochs",
-        "1",
-        "--out",
-        str(stem),
-        "--quiet",
-    )
+    code, _, err = run(capsys, *tiny, "--epochs", "1")
     assert code != 0 and "--force" in err and stem.with_suffix(".pt").read_bytes() == before
     code, _, err = run(
         capsys, "train-vae", "--grammar", "nope.toml", "--out", str(tmp_path / "x"), "--quiet"

@@ -12,8 +12,8 @@ import ast
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "prolas"
 
 #: Bottom to top. A name is a module or a package (then all of its modules).

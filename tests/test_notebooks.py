@@ -9,9 +9,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import ROOT
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 ALLOWED_IMPORTS = {"os", "tempfile", "warnings", "pathlib", "IPython.display", "prolas"}
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import DATA, QUICK_CKS, ROOT
 
 from prolas import bench
 from prolas.bench import BenchConfig, MethodSpec, parse_methods
@@ -17,9 +18,6 @@ from prolas.bench.cells import EVALUATION_COLUMNS
 from prolas.cli import main
 from prolas.data import load_csv
 from prolas.errors import OutputExistsError, ProlasError
-
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "data"
 
 
 def _grid_args(out: Path, seeds: int = 2, *extra: str) -> list[str]:
@@ -284,12 +282,7 @@ def test_fit_with_test_file_reports_held_out_rmse(tmp_path: Path, capsys) -> Non
             str(DATA / "airline_train.csv"),
             "--test",
             str(DATA / "airline_test.csv"),
-            "--search",
-            "cks",
-            "--budget",
-            "3",
-            "--restarts",
-            "1",
+            *QUICK_CKS,
             "--out",
             str(out),
         ]

@@ -6,18 +6,15 @@ from __future__ import annotations
 import csv
 import json
 import math
-from pathlib import Path
 
 import pytest
+from conftest import DATA
 
 from prolas.bench.cells import cell_record
 from prolas.bench.compare import compare_summary, run_compare
 from prolas.bench.stats import cell_trace, reach
 from prolas.records import Evaluation, SearchResult
 from prolas.search.evaluator import TableScorer
-
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "data"
 
 
 def _result(method: str, seed: int, bics: list[float | None]) -> SearchResult:

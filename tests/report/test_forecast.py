@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import QUICK_CKS, ROOT
 
 from prolas.cli import main
 from prolas.data import (
@@ -29,7 +30,6 @@ from prolas.report.forecast import (
     top_fits,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 AIRLINE_TRAIN = str(ROOT / "data" / "airline_train.csv")
 
 _erf = np.vectorize(math.erf)
@@ -239,12 +239,7 @@ def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
             [
                 "fit",
                 AIRLINE_TRAIN,
-                "--search",
-                "cks",
-                "--budget",
-                "3",
-                "--restarts",
-                "1",
+                *QUICK_CKS,
                 "--horizon",
                 "12",
                 "--forecast",

@@ -13,10 +13,10 @@ import subprocess
 import sys
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import DATA, ROOT
 
 from prolas.expr import Expression, parse
 from prolas.records import Score
@@ -24,9 +24,6 @@ from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator
 from prolas.search.latent import LatentBOConfig, search_prolas
 from prolas.search.random_search import search_random
-
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "data"
 
 # The synthetic objective is not a data set, so the warm-start portfolio (ranked on real
 # series' BIC, tests/search/test_portfolio.py) is off here: these tests are about the BO loop.

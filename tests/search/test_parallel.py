@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from prolas.cli import main
 from prolas.data import Dataset
@@ -24,7 +25,6 @@ from prolas.search.executors import ExecutorError, ProcessPool, default_workers,
 from prolas.search.greedy import search_cks
 from prolas.search.journal import JournalWarning
 
-ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = str(ROOT / "data" / "airline.csv")
 BASE = ("SE", "LIN", "PER", "RQ")
 
