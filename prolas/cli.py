@@ -113,6 +113,15 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         "the paper's Algorithm 2)",
     )
     g.add_argument(
+        "--lengthscale-floor",
+        type=float,
+        default=0.0,
+        metavar="K",
+        help="bound SE and RQ lengthscales below by K median input spacings, so that no "
+        "stationary factor acts as extra noise finer than the sampling (default 0: only the "
+        "numerical bound)",
+    )
+    g.add_argument(
         "--search-points",
         type=int,
         default=SEARCH_POINTS,
@@ -334,6 +343,13 @@ def _add_bench_parser(sub) -> None:
         "--restarts", type=_positive_int, default=4, help="restarts per GP fit (default 4)"
     )
     b.add_argument(
+        "--lengthscale-floor",
+        type=float,
+        default=0.0,
+        metavar="K",
+        help="SE and RQ lengthscales of every fit at least K median input spacings (default 0)",
+    )
+    b.add_argument(
         "--max-points",
         type=_positive_int,
         default=500,
@@ -418,6 +434,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         checkpoint=args.checkpoint,
         data_dir=args.data_dir,
         refit_full=args.refit_full,
+        lengthscale_floor=args.lengthscale_floor,
     )
     runner = bench.run_extrapolation if args.extrapolation else bench.run_bench
     res = runner(config, args.out, resume=args.resume, progress=not args.quiet, log=say)
@@ -575,6 +592,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         warm_start=args.warm_start,
         acq_opt=args.acq_opt,
         search_points=args.search_points,
+        lengthscale_floor=args.lengthscale_floor,
     )
     # after every check of the arguments: a rejected command leaves no output directory
     out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem

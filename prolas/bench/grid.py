@@ -158,6 +158,7 @@ class MethodSpec:
             acq_opt=self.acq_opt,
             change=self.change,
             search_points=0,  # benchmarks thin by max_points themselves (run_grid)
+            lengthscale_floor=config.lengthscale_floor,
         )
 
 
@@ -207,6 +208,7 @@ class BenchConfig:
         data_dir: where the CSVs live.
         refit_full: extrapolation only; re-optimise the best model on all training
             points when the search ran on a thinning.
+        lengthscale_floor: :attr:`prolas.gp.FitConfig.lengthscale_floor` of every fit.
     """
 
     datasets: tuple[str, ...]
@@ -220,6 +222,7 @@ class BenchConfig:
     checkpoint: str = DEFAULT_CHECKPOINT
     data_dir: str = "data"
     refit_full: bool = False
+    lengthscale_floor: float = 0.0
 
     def __post_init__(self) -> None:
         if self.seeds < 1:
@@ -234,7 +237,9 @@ class BenchConfig:
     @property
     def fit_config(self) -> FitConfig:
         """The one GP fit setting of every cell: ``restarts`` restarts, seed ``fit_seed``."""
-        return FitConfig(restarts=self.restarts, seed=self.fit_seed)
+        return FitConfig(
+            restarts=self.restarts, seed=self.fit_seed, lengthscale_floor=self.lengthscale_floor
+        )
 
     def settings(self) -> dict:
         """The settings that must match for ``--resume`` to reuse finished cells."""
@@ -246,6 +251,8 @@ class BenchConfig:
             "grammar": self.grammar,
             "checkpoint": self.checkpoint,
             "refit_full": self.refit_full,
+            # only when set, so that runs from before the option resume
+            **({"lengthscale_floor": self.lengthscale_floor} if self.lengthscale_floor else {}),
         }
 
     def to_json(self) -> dict:

@@ -39,7 +39,7 @@ import math
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -100,6 +100,12 @@ class FitConfig:
         tolerance: L-BFGS-B's relative tolerance on the change of the objective.
         seed: seed for the initialisations (the fit is deterministic given it).
         attempts: bounded retries with fresh initialisations if every restart fails.
+        lengthscale_floor: SE and RQ lengthscales are bounded below by this many median
+            input spacings Δ (:attr:`prolas.data.Dataset.spacing` of the points fitted);
+            0 keeps only the numerical bound (1e-4 of the span). A lengthscale below Δ
+            lets a stationary factor act as extra, input-dependent noise (``LIN*LIN*RQ``
+            with an RQ shorter than the sampling interval is a noise level growing
+            quadratically), which BIC can reward and which extrapolates as nothing.
     """
 
     restarts: int = 8
@@ -110,6 +116,16 @@ class FitConfig:
     screen_iter: int = 20
     keep: int = 2
     screen_points: int = 200
+    lengthscale_floor: float = 0.0
+
+    def key(self) -> dict:
+        """The settings that identify a fit (fit caches, journal fingerprints): every
+        field, except ``lengthscale_floor`` at 0, so that keys written before the field
+        existed still hold for the fits they describe."""
+        d = asdict(self)
+        if d["lengthscale_floor"] == 0.0:
+            del d["lengthscale_floor"]
+        return d
 
 
 @dataclass(frozen=True)
@@ -694,11 +710,16 @@ def _fit_gp(
     t = (dataset.x - x0) / s
     y = np.ascontiguousarray(dataset.y_standardised, dtype=np.float64)
     floor_t = 2.0 * dataset.spacing / s
+    ls_floor_t = float(config.lengthscale_floor) * dataset.spacing / s
     if not (math.isfinite(s) and s > 0 and np.all(np.isfinite(t)) and np.all(np.isfinite(y))):
         return _failed(expr, dataset, t_start, "inputs or targets not finite after scaling", R)
-    model = GramModel(expr, t, floor_t)
+    model = GramModel(expr, t, floor_t, ls_floor_t)
     screen_idx = dataset.spaced_indices(config.screen_points)
-    screen = model if screen_idx.size == dataset.n else GramModel(expr, t[screen_idx], floor_t)
+    screen = (
+        model
+        if screen_idx.size == dataset.n
+        else GramModel(expr, t[screen_idx], floor_t, ls_floor_t)
+    )
     # seed from (config.seed, expression) so that a fit does not depend on the order
     # in which a search happens to evaluate expressions
     key = int.from_bytes(str(expr).encode(), "little") % (2**32)

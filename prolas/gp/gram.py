@@ -131,13 +131,19 @@ _LOG_WIDTH = (math.log(1e-4), math.log(1.0))
 
 
 def parameter_layout(
-    terms: tuple[tuple[str, ...], ...], period_floor: float
+    terms: tuple[tuple[str, ...], ...], period_floor: float, lengthscale_floor: float = 0.0
 ) -> tuple[ParamInfo, ...]:
     """The entries of ``theta`` for a canonical sum of products (module docstring):
     per term its log variance, then each factor's shape parameters; log noise last.
     Shared by the exact fit (:class:`GramModel`) and the SGPR refit (:mod:`prolas.gp.scalable`).
+
+    ``lengthscale_floor`` (scaled units, 0 = none) raises the lower bound of SE and RQ
+    lengthscales above the numerical one (:class:`prolas.gp.FitConfig.lengthscale_floor`).
     """
     floor = max(float(period_floor), 1e-12)
+    log_ls = _LOG_LENGTHSCALE
+    if lengthscale_floor > 0:
+        log_ls = (max(log_ls[0], math.log(lengthscale_floor)), log_ls[1])
     params: list[ParamInfo] = []
     # change operators first, once per group (shared by every term on their sides)
     groups: dict[int, str] = {}
@@ -158,7 +164,7 @@ def parameter_layout(
             if factor_group(name) is not None:
                 continue
             if name in ("SE", "RQ"):
-                params.append(ParamInfo(i, j, name, "lengthscale", True, *_LOG_LENGTHSCALE))
+                params.append(ParamInfo(i, j, name, "lengthscale", True, *log_ls))
             if name == "RQ":
                 params.append(ParamInfo(i, j, name, "alpha", True, *_LOG_ALPHA))
             if name == "PER":
@@ -180,14 +186,18 @@ class GramModel:
         expr: the expression (its canonical terms are used).
         t: scaled inputs, shape ``(n,)``.
         period_floor: PER's lower bound on the period in units of ``t`` (Nyquist 2Δ).
+        lengthscale_floor: SE and RQ lengthscales' lower bound in units of ``t`` (0: none
+            beyond the numerical bound).
     """
 
-    def __init__(self, expr: Expression, t: np.ndarray, period_floor: float) -> None:
+    def __init__(
+        self, expr: Expression, t: np.ndarray, period_floor: float, lengthscale_floor: float = 0.0
+    ) -> None:
         self.expr = expr
         self.terms: tuple[tuple[str, ...], ...] = tuple(tuple(term) for term in expr.terms)
         self.t = np.asarray(t, dtype=np.float64).reshape(-1)
         self.n = self.t.size
-        self.params = parameter_layout(self.terms, period_floor)
+        self.params = parameter_layout(self.terms, period_floor, lengthscale_floor)
         params = self.params
         # where each term's variance and each factor's parameters sit in theta
         self._variance_index = [k for k, p in enumerate(params) if p.name == "variance"]

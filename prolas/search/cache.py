@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import threading
-from dataclasses import asdict
 from pathlib import Path
 
 from prolas.expr import Expression
@@ -34,7 +33,7 @@ def scorer_fingerprint(scorer: GPScorer) -> str:
     h = hashlib.sha256()
     h.update(scorer.dataset.x.tobytes())
     h.update(scorer.dataset.y.tobytes())
-    h.update(json.dumps(asdict(scorer.config), sort_keys=True).encode())
+    h.update(json.dumps(scorer.config.key(), sort_keys=True).encode())
     return h.hexdigest()[:16]
 
 

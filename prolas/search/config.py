@@ -10,6 +10,7 @@ read it).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -60,6 +61,8 @@ class SearchConfig:
         search_points: longer series are searched on this many evenly spaced points
             (exact GPs; :meth:`Dataset.thinned`) and the best model is then refitted on
             all points (:func:`prolas.pipeline.refit`); 0 searches on all points.
+        lengthscale_floor: SE and RQ lengthscales of every fit are at least this many
+            median input spacings (:attr:`prolas.gp.FitConfig.lengthscale_floor`).
     """
 
     method: str = "prolas"
@@ -77,6 +80,7 @@ class SearchConfig:
     latent_surrogate: str = "ot"
     warm_start: int = INITIAL_DESIGN
     search_points: int = SEARCH_POINTS
+    lengthscale_floor: float = 0.0
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -91,6 +95,8 @@ class SearchConfig:
             raise ProlasError("--depth must be at least 1")
         if self.search_points != 0 and self.search_points < 20:
             raise ProlasError("--search-points must be 0 (all points) or at least 20")
+        if not (math.isfinite(self.lengthscale_floor) and self.lengthscale_floor >= 0):
+            raise ProlasError("--lengthscale-floor must be a finite number >= 0")
         if self.latent_surrogate not in LATENT_SURROGATES:
             raise ProlasError(f"--latent-surrogate must be one of {', '.join(LATENT_SURROGATES)}")
         if not 0 <= self.warm_start <= INITIAL_DESIGN:
@@ -98,7 +104,9 @@ class SearchConfig:
 
     @property
     def fit_config(self) -> FitConfig:
-        return FitConfig(restarts=self.restarts, seed=self.seed)
+        return FitConfig(
+            restarts=self.restarts, seed=self.seed, lengthscale_floor=self.lengthscale_floor
+        )
 
     def replace(self, **changes) -> SearchConfig:
         return dataclasses.replace(self, **changes)

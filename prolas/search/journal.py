@@ -57,7 +57,7 @@ import math
 import os
 import time
 import warnings
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,7 +115,7 @@ def fingerprint(dataset: Dataset, config: SearchConfig) -> dict[str, Any]:
         "n": int(dataset.n),
         "method": config.method,
         "seed": int(config.seed),
-        "fit": asdict(config.fit_config),
+        "fit": config.fit_config.key(),
     }
     from prolas.search.config import search_data
 

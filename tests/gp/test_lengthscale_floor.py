@@ -1,0 +1,73 @@
+"""The lengthscale floor (FitConfig.lengthscale_floor): a bound that binds, and keys that
+stay valid for the fits written before it existed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import DATA
+
+from prolas.data import Dataset, load_csv
+from prolas.expr import parse
+from prolas.gp import FitConfig, GPScorer, fit_gp
+from prolas.gp.gram import parameter_layout
+from prolas.search.cache import scorer_fingerprint
+from prolas.search.config import SearchConfig
+
+
+def test_layout_raises_only_se_and_rq_lengthscale_bounds() -> None:
+    terms = tuple(tuple(t) for t in parse("SE*PER + RQ*LIN").terms)
+    free = parameter_layout(terms, period_floor=0.01)
+    floored = parameter_layout(terms, period_floor=0.01, lengthscale_floor=0.05)
+    for a, b in zip(free, floored, strict=True):
+        if a.kernel in ("SE", "RQ") and a.name == "lengthscale":
+            assert a.lower < math.log(0.05) and b.lower == pytest.approx(math.log(0.05))
+            assert b.upper == a.upper
+        else:
+            assert (a.lower, a.upper) == (b.lower, b.upper), a
+
+
+def test_fit_keys_without_the_floor_are_those_written_before_it_existed() -> None:
+    # the committed airline fit cache was written before lengthscale_floor existed
+    first = (DATA.parent / "benchmarks/results/search_airline/fits/airline.jsonl").open().readline()
+    committed_key = first.split('"key": "')[1][:16]
+    ds = load_csv(DATA / "airline.csv")
+    assert scorer_fingerprint(GPScorer(ds, FitConfig(restarts=4, seed=0))) == committed_key
+    floored = FitConfig(restarts=4, seed=0, lengthscale_floor=1.0)
+    assert scorer_fingerprint(GPScorer(ds, floored)) != committed_key
+    assert "lengthscale_floor" not in FitConfig().key()
+    assert FitConfig(lengthscale_floor=1.0).key()["lengthscale_floor"] == 1.0
+
+
+def test_fitted_lengthscales_respect_the_floor_where_the_free_fit_goes_below() -> None:
+    # white noise on a grid: the free fit of SE + RQ explains part of it with a
+    # lengthscale far below the sampling interval (extra noise); the floor forbids that
+    rng = np.random.default_rng(0)
+    x = np.arange(80.0)
+    y = np.sin(x / 6.0) + rng.normal(0.0, 0.5, x.size) * (1.0 + x / 40.0)
+    ds = Dataset.from_arrays(x, y, name="noisy")
+    delta = ds.spacing
+
+    def lengthscales(fit) -> list[float]:
+        return [
+            f.params["lengthscale"]
+            for t in fit.terms
+            for f in t.factors
+            if f.kernel in ("SE", "RQ")
+        ]
+
+    free = fit_gp("LIN*RQ + SE", ds, FitConfig(restarts=6))
+    floored = fit_gp("LIN*RQ + SE", ds, FitConfig(restarts=6, lengthscale_floor=1.0))
+    assert free.ok and floored.ok
+    assert min(lengthscales(free)) < 0.5 * delta
+    assert min(lengthscales(floored)) >= delta * (1 - 1e-9)
+    # a bound can only lower the best likelihood the optimiser can reach
+    assert floored.log_likelihood <= free.log_likelihood + 1e-6
+
+
+def test_search_config_checks_and_passes_the_floor() -> None:
+    assert SearchConfig(lengthscale_floor=2.0).fit_config.lengthscale_floor == 2.0
+    with pytest.raises(Exception, match="lengthscale-floor"):
+        SearchConfig(lengthscale_floor=-1.0)
