@@ -126,7 +126,7 @@ def refit(fit: FitResult, dataset: Dataset, config: SearchConfig) -> FitResult:
         return fit_gp(fit.expression, dataset, replace(config.fit_config, restarts=1), init=fit)
     from prolas.gp.scalable import refit_sgpr
 
-    return refit_sgpr(fit, dataset)
+    return refit_sgpr(fit, dataset, lengthscale_floor=config.fit_config.lengthscale_floor)
 
 
 def best_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> FitResult | None:

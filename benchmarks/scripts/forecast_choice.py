@@ -55,7 +55,9 @@ def top_expressions(cell: dict, k: int) -> list[str]:
     return out
 
 
-def evaluate_cell(cell: dict, data_dir: Path, k: int, restarts: int) -> list[dict]:
+def evaluate_cell(
+    cell: dict, data_dir: Path, k: int, restarts: int, lengthscale_floor: float = 0.0
+) -> list[dict]:
     name = cell["dataset"]
     train = load_csv(data_dir / f"{name}_train.csv")
     test = load_csv(data_dir / f"{name}_test.csv")
@@ -63,7 +65,8 @@ def evaluate_cell(cell: dict, data_dir: Path, k: int, restarts: int) -> list[dic
     fits = [final]
     for expr in top_expressions(cell, k):
         if expr != final.expression:
-            fit = fit_gp(expr, train, FitConfig(restarts=restarts, seed=0))
+            config = FitConfig(restarts=restarts, seed=0, lengthscale_floor=lengthscale_floor)
+            fit = fit_gp(expr, train, config)
             if fit.ok:
                 fits.append(fit)
     fits.sort(key=lambda f: -f.bic)
@@ -128,6 +131,9 @@ def main() -> None:
     args = p.parse_args()
     methods = {m for m in args.methods.split(",") if m}
     datasets = {d for d in args.datasets.split(",") if d}
+    # the refits use the run's own lengthscale floor (bench.json; absent = 0)
+    settings = json.loads((args.cells / "bench.json").read_text())["settings"]
+    floor = float(settings.get("lengthscale_floor", 0.0))
     rows: list[dict] = []
     for path in sorted((args.cells / "cells").glob("*.json")):
         cell = json.loads(path.read_text())
@@ -138,7 +144,7 @@ def main() -> None:
         ):
             continue
         print(f"{cell['dataset']} {cell['method']} seed {cell['seed']}", flush=True)
-        rows += evaluate_cell(cell, args.data_dir, args.k, args.restarts)
+        rows += evaluate_cell(cell, args.data_dir, args.k, args.restarts, floor)
     args.out.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame(rows)
     table.to_csv(args.out / "forecast_choice.csv", index=False)

@@ -147,7 +147,7 @@ class SGPRModel:
     in ``theta``, ``ParamInfo.group >= 0``; :attr:`groups`).
     """
 
-    def __init__(self, fit: FitResult, dataset: Dataset) -> None:
+    def __init__(self, fit: FitResult, dataset: Dataset, lengthscale_floor: float = 0.0) -> None:
         self.expression = fit.expression
         self.terms: tuple[tuple[str, ...], ...] = tuple(
             tuple(t) for t in parse(fit.expression).terms
@@ -155,7 +155,9 @@ class SGPRModel:
         self.x0 = float(dataset.x[0])
         self.span = float(dataset.span) if dataset.span > 0 else 1.0
         self.period_floor = 2.0 * dataset.spacing / self.span
-        self.params = parameter_layout(self.terms, self.period_floor)
+        # SE/RQ lengthscales: at least lengthscale_floor median spacings, as in the exact fit
+        ls_floor = float(lengthscale_floor) * dataset.spacing / self.span
+        self.params = parameter_layout(self.terms, self.period_floor, ls_floor)
         self._index = {(p.term, p.factor, p.name): k for k, p in enumerate(self.params)}
         #: change group -> positions of its shared parameters in ``theta``, in
         #: :data:`prolas.expr.CHANGE_OPERATORS` order (location-like first, width last)
@@ -828,10 +830,14 @@ class _Problem:
 
 
 def _problem(
-    fit: FitResult, dataset: Dataset, inducing: int, cache_bytes: float = 3e9
+    fit: FitResult,
+    dataset: Dataset,
+    inducing: int,
+    cache_bytes: float = 3e9,
+    lengthscale_floor: float = 0.0,
 ) -> tuple[_Problem, np.ndarray]:
     """The :class:`_Problem` of ``fit`` on ``dataset`` and ``fit``'s ``theta``."""
-    model = SGPRModel(fit, dataset)
+    model = SGPRModel(fit, dataset, lengthscale_floor)
     theta = model.theta_from_fit(fit)
     tf = torch.tensor(model.scale(dataset.x), dtype=DTYPE)
     tu = torch.tensor(model.scale(inducing_inputs(dataset.x, inducing)), dtype=DTYPE)
@@ -931,6 +937,7 @@ def refit_sgpr(
     *,
     inducing: int = DEFAULT_INDUCING,
     max_iter: int = 50,
+    lengthscale_floor: float = 0.0,
 ) -> FitResult:
     """Refit ``fit``'s hyperparameters on all points of ``dataset`` by the SGPR bound.
 
@@ -939,6 +946,8 @@ def refit_sgpr(
     iterations (``2 max_iter + 10`` evaluations), inducing inputs fixed at
     ``inducing`` evenly spaced locations (:func:`inducing_inputs`). If the optimiser
     ends below the starting bound, the start is kept.
+    ``lengthscale_floor``: SE and RQ lengthscales at least this many median spacings
+    (:attr:`prolas.gp.FitConfig.lengthscale_floor`); a start below it is clipped up.
 
     The optimiser sees ``-F / N`` and stops when an iteration gains less than about
     ``1e-3`` nats in all (``ftol = 1e-3 / N``), when the projected gradient of ``F / N``
@@ -959,15 +968,22 @@ def refit_sgpr(
     t0 = time.perf_counter()
     z = inducing_inputs(dataset.x, max(1, int(inducing)))
     with _threads(z.size, dataset.n):
-        return _refit(fit, dataset, z, max_iter, t0)
+        return _refit(fit, dataset, z, max_iter, t0, lengthscale_floor)
 
 
-def _refit(fit: FitResult, dataset: Dataset, z: np.ndarray, max_iter: int, t0: float) -> FitResult:
+def _refit(
+    fit: FitResult,
+    dataset: Dataset,
+    z: np.ndarray,
+    max_iter: int,
+    t0: float,
+    lengthscale_floor: float = 0.0,
+) -> FitResult:
     name = f"sgpr-{z.size}"
     if not fit.ok or not fit.terms or fit.noise_variance is None:
         return _failed(fit, dataset, t0, f"start fit is not usable ({fit.status})", name)
     try:
-        problem, theta0 = _problem(fit, dataset, z.size)
+        problem, theta0 = _problem(fit, dataset, z.size, lengthscale_floor=lengthscale_floor)
     except (ValueError, KeyError) as e:
         return _failed(fit, dataset, t0, f"cannot read the start fit: {e}", name)
     model = problem.model

@@ -13,6 +13,7 @@ from prolas.data import Dataset, load_csv
 from prolas.expr import parse
 from prolas.gp import FitConfig, GPScorer, fit_gp
 from prolas.gp.gram import parameter_layout
+from prolas.gp.scalable import refit_sgpr
 from prolas.search.cache import scorer_fingerprint
 from prolas.search.config import SearchConfig
 
@@ -65,6 +66,9 @@ def test_fitted_lengthscales_respect_the_floor_where_the_free_fit_goes_below() -
     assert min(lengthscales(floored)) >= delta * (1 - 1e-9)
     # a bound can only lower the best likelihood the optimiser can reach
     assert floored.log_likelihood <= free.log_likelihood + 1e-6
+    # the SGPR refit of long series keeps the same floor, starting from the free fit
+    refit = refit_sgpr(free, ds, inducing=40, lengthscale_floor=1.0)
+    assert refit.ok and min(lengthscales(refit)) >= delta * (1 - 1e-9)
 
 
 def test_search_config_checks_and_passes_the_floor() -> None:
