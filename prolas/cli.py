@@ -20,6 +20,7 @@ from prolas.limits import (
     EXACT_REFIT_LIMIT,
     FORECAST_METHODS,
     FORECAST_MODELS,
+    LENGTHSCALE_FLOOR,
     SEARCH_POINTS,
 )
 
@@ -115,11 +116,11 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--lengthscale-floor",
         type=float,
-        default=0.0,
+        default=LENGTHSCALE_FLOOR,
         metavar="K",
         help="bound SE and RQ lengthscales below by K median input spacings, so that no "
-        "stationary factor acts as extra noise finer than the sampling (default 0: only the "
-        "numerical bound)",
+        "stationary factor acts as extra noise finer than the sampling; 0 = only the "
+        f"numerical bound (default {LENGTHSCALE_FLOOR:g})",
     )
     g.add_argument(
         "--search-points",
@@ -345,9 +346,10 @@ def _add_bench_parser(sub) -> None:
     b.add_argument(
         "--lengthscale-floor",
         type=float,
-        default=0.0,
+        default=LENGTHSCALE_FLOOR,
         metavar="K",
-        help="SE and RQ lengthscales of every fit at least K median input spacings (default 0)",
+        help="SE and RQ lengthscales of every fit at least K median input spacings "
+        f"(default {LENGTHSCALE_FLOOR:g}; 0 reproduces studies run before the floor)",
     )
     b.add_argument(
         "--max-points",

@@ -51,7 +51,7 @@ from prolas.bench.stats import (
 from prolas.data import Dataset
 from prolas.errors import DataError, ProlasError
 from prolas.gp import FitConfig, FitResult, GPScorer
-from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR
+from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR, LENGTHSCALE_FLOOR
 from prolas.pipeline import run_search
 from prolas.records import Evaluation, Score, SearchResult
 from prolas.search.cache import CachedScorer
@@ -222,7 +222,7 @@ class BenchConfig:
     checkpoint: str = DEFAULT_CHECKPOINT
     data_dir: str = "data"
     refit_full: bool = False
-    lengthscale_floor: float = 0.0
+    lengthscale_floor: float = LENGTHSCALE_FLOOR
 
     def __post_init__(self) -> None:
         if self.seeds < 1:

@@ -53,6 +53,7 @@ from prolas.errors import NumericsWarning
 from prolas.expr import CHANGE_FACTORS, Expression, factor_group, factor_kernel, parse
 from prolas.gp.gram import NOISE_FLOOR, GramModel, ParamInfo
 from prolas.gp.kernels import KERNEL_MODULES, log_positive
+from prolas.limits import LENGTHSCALE_FLOOR
 from prolas.records import Score, first_non_finite
 
 __all__ = [
@@ -101,8 +102,9 @@ class FitConfig:
         seed: seed for the initialisations (the fit is deterministic given it).
         attempts: bounded retries with fresh initialisations if every restart fails.
         lengthscale_floor: SE and RQ lengthscales are bounded below by this many median
-            input spacings Δ (:attr:`prolas.data.Dataset.spacing` of the points fitted);
-            0 keeps only the numerical bound (1e-4 of the span). A lengthscale below Δ
+            input spacings Δ (:attr:`prolas.data.Dataset.spacing` of the points fitted;
+            default :data:`prolas.limits.LENGTHSCALE_FLOOR`, measured there); 0 keeps
+            only the numerical bound (1e-4 of the span). A lengthscale below Δ
             lets a stationary factor act as extra, input-dependent noise (``LIN*LIN*RQ``
             with an RQ shorter than the sampling interval is a noise level growing
             quadratically), which BIC can reward and which extrapolates as nothing.
@@ -116,7 +118,7 @@ class FitConfig:
     screen_iter: int = 20
     keep: int = 2
     screen_points: int = 200
-    lengthscale_floor: float = 0.0
+    lengthscale_floor: float = LENGTHSCALE_FLOOR
 
     def key(self) -> dict:
         """The settings that identify a fit (fit caches, journal fingerprints): every

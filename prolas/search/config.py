@@ -21,6 +21,7 @@ from prolas.limits import (
     DEFAULT_GRAMMAR,
     INITIAL_DESIGN,
     LATENT_SURROGATES,
+    LENGTHSCALE_FLOOR,
     SEARCH_POINTS,
 )
 
@@ -80,7 +81,7 @@ class SearchConfig:
     latent_surrogate: str = "ot"
     warm_start: int = INITIAL_DESIGN
     search_points: int = SEARCH_POINTS
-    lengthscale_floor: float = 0.0
+    lengthscale_floor: float = LENGTHSCALE_FLOOR
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:

@@ -14,6 +14,7 @@ from prolas.expr import parse
 from prolas.gp import FitConfig, GPScorer, fit_gp
 from prolas.gp.gram import parameter_layout
 from prolas.gp.scalable import refit_sgpr
+from prolas.limits import LENGTHSCALE_FLOOR
 from prolas.search.cache import scorer_fingerprint
 from prolas.search.config import SearchConfig
 
@@ -35,11 +36,13 @@ def test_fit_keys_without_the_floor_are_those_written_before_it_existed() -> Non
     first = (DATA.parent / "benchmarks/results/search_airline/fits/airline.jsonl").open().readline()
     committed_key = first.split('"key": "')[1][:16]
     ds = load_csv(DATA / "airline.csv")
-    assert scorer_fingerprint(GPScorer(ds, FitConfig(restarts=4, seed=0))) == committed_key
+    free = FitConfig(restarts=4, seed=0, lengthscale_floor=0.0)
+    assert scorer_fingerprint(GPScorer(ds, free)) == committed_key
     floored = FitConfig(restarts=4, seed=0, lengthscale_floor=1.0)
     assert scorer_fingerprint(GPScorer(ds, floored)) != committed_key
-    assert "lengthscale_floor" not in FitConfig().key()
+    assert "lengthscale_floor" not in FitConfig(lengthscale_floor=0.0).key()
     assert FitConfig(lengthscale_floor=1.0).key()["lengthscale_floor"] == 1.0
+    assert FitConfig().lengthscale_floor == LENGTHSCALE_FLOOR > 0  # on by default
 
 
 def test_fitted_lengthscales_respect_the_floor_where_the_free_fit_goes_below() -> None:
@@ -59,7 +62,7 @@ def test_fitted_lengthscales_respect_the_floor_where_the_free_fit_goes_below() -
             if f.kernel in ("SE", "RQ")
         ]
 
-    free = fit_gp("LIN*RQ + SE", ds, FitConfig(restarts=6))
+    free = fit_gp("LIN*RQ + SE", ds, FitConfig(restarts=6, lengthscale_floor=0.0))
     floored = fit_gp("LIN*RQ + SE", ds, FitConfig(restarts=6, lengthscale_floor=1.0))
     assert free.ok and floored.ok
     assert min(lengthscales(free)) < 0.5 * delta
