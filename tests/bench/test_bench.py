@@ -20,6 +20,18 @@ from prolas.data import load_csv
 from prolas.errors import OutputExistsError, ProlasError
 
 
+def _airline_config(methods: str, seeds: int, budget: int) -> BenchConfig:
+    """A small grid on the bundled airline data, one restart per fit."""
+    return BenchConfig(
+        datasets=("airline",),
+        methods=parse_methods(methods),
+        seeds=seeds,
+        budget=budget,
+        restarts=1,
+        data_dir=str(DATA),
+    )
+
+
 def _grid_args(out: Path, seeds: int = 2, *extra: str) -> list[str]:
     return [
         "bench",
@@ -95,14 +107,7 @@ def test_resume_skips_finished_cells_and_refits_nothing(grid: Path, tmp_path: Pa
     cache = grid / "fits" / "airline.jsonl"
     size = cache.stat().st_size
 
-    config = BenchConfig(
-        datasets=("airline",),
-        methods=parse_methods("cks,random"),
-        seeds=2,
-        budget=4,
-        restarts=1,
-        data_dir=str(DATA),
-    )
+    config = _airline_config("cks,random", seeds=2, budget=4)
     run = bench.run_bench(config, grid, resume=True, progress=False)
     assert (run.cells_run, run.cells_skipped, run.new_fits) == (0, 4, 0)
     assert {p: p.stat().st_mtime_ns for p in cells} == stamps
@@ -122,14 +127,7 @@ def test_resume_skips_finished_cells_and_refits_nothing(grid: Path, tmp_path: Pa
 def test_bench_refuses_to_clobber_or_mix_settings(grid: Path, capsys) -> None:
     assert main(_grid_args(grid)) != 0
     assert "--resume" in capsys.readouterr().err
-    config = BenchConfig(
-        datasets=("airline",),
-        methods=parse_methods("cks"),
-        seeds=1,
-        budget=5,
-        restarts=1,
-        data_dir=str(DATA),
-    )
+    config = _airline_config("cks", seeds=1, budget=5)
     with pytest.raises(ProlasError, match="budget"):
         bench.run_bench(config, grid, resume=True, progress=False)
     with pytest.raises(OutputExistsError):
@@ -220,14 +218,7 @@ def test_thinning_keeps_standardisation_and_endpoints() -> None:
 def test_extrapolation_table_on_one_small_series(tmp_path: Path) -> None:
     from prolas.gp import FitResult, predict
 
-    config = BenchConfig(
-        datasets=("airline",),
-        methods=parse_methods("cks"),
-        seeds=1,
-        budget=3,
-        restarts=1,
-        data_dir=str(DATA),
-    )
+    config = _airline_config("cks", seeds=1, budget=3)
     run = bench.run_extrapolation(config, tmp_path / "ex", progress=False)
     out = tmp_path / "ex"
     assert run.cells_run == 3  # cks + the SE and LIN baselines
