@@ -233,6 +233,8 @@ class BenchConfig:
             raise ProlasError("--restarts must be at least 1")
         if self.max_points < 10:
             raise ProlasError("--max-points must be at least 10")
+        if not (math.isfinite(self.lengthscale_floor) and self.lengthscale_floor >= 0):
+            raise ProlasError("--lengthscale-floor must be a finite number >= 0")
 
     @property
     def fit_config(self) -> FitConfig:

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from conftest import DATA
 
+from prolas.bench import BenchConfig
 from prolas.data import Dataset, load_csv
+from prolas.errors import ProlasError
 from prolas.expr import parse
 from prolas.gp import FitConfig, GPScorer, fit_gp
 from prolas.gp.gram import parameter_layout
@@ -76,5 +78,7 @@ def test_fitted_lengthscales_respect_the_floor_where_the_free_fit_goes_below() -
 
 def test_search_config_checks_and_passes_the_floor() -> None:
     assert SearchConfig(lengthscale_floor=2.0).fit_config.lengthscale_floor == 2.0
-    with pytest.raises(Exception, match="lengthscale-floor"):
+    with pytest.raises(ProlasError, match="lengthscale-floor"):
         SearchConfig(lengthscale_floor=-1.0)
+    with pytest.raises(ProlasError, match="lengthscale-floor"):
+        BenchConfig(datasets=("airline",), methods=(), lengthscale_floor=float("nan"))
