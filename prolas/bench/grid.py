@@ -233,8 +233,7 @@ class BenchConfig:
             raise ProlasError("--restarts must be at least 1")
         if self.max_points < 10:
             raise ProlasError("--max-points must be at least 10")
-        if not (math.isfinite(self.lengthscale_floor) and self.lengthscale_floor >= 0):
-            raise ProlasError("--lengthscale-floor must be a finite number >= 0")
+        _ = self.fit_config  # FitConfig checks the lengthscale floor
 
     @property
     def fit_config(self) -> FitConfig:

@@ -49,7 +49,7 @@ from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 from prolas.data import Dataset
-from prolas.errors import NumericsWarning
+from prolas.errors import NumericsWarning, ProlasError
 from prolas.expr import CHANGE_FACTORS, Expression, factor_group, factor_kernel, parse
 from prolas.gp.gram import NOISE_FLOOR, GramModel, ParamInfo
 from prolas.gp.kernels import KERNEL_MODULES, log_positive
@@ -119,6 +119,11 @@ class FitConfig:
     keep: int = 2
     screen_points: int = 200
     lengthscale_floor: float = LENGTHSCALE_FLOOR
+
+    def __post_init__(self) -> None:
+        # checked here, where every fit setting is built (fit_gp, SearchConfig, BenchConfig)
+        if not (math.isfinite(self.lengthscale_floor) and self.lengthscale_floor >= 0):
+            raise ProlasError("--lengthscale-floor must be a finite number >= 0")
 
     def key(self) -> dict:
         """The settings that identify a fit (fit caches, journal fingerprints): every

@@ -10,7 +10,6 @@ read it).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -96,8 +95,7 @@ class SearchConfig:
             raise ProlasError("--depth must be at least 1")
         if self.search_points != 0 and self.search_points < 20:
             raise ProlasError("--search-points must be 0 (all points) or at least 20")
-        if not (math.isfinite(self.lengthscale_floor) and self.lengthscale_floor >= 0):
-            raise ProlasError("--lengthscale-floor must be a finite number >= 0")
+        _ = self.fit_config  # FitConfig checks the lengthscale floor
         if self.latent_surrogate not in LATENT_SURROGATES:
             raise ProlasError(f"--latent-surrogate must be one of {', '.join(LATENT_SURROGATES)}")
         if not 0 <= self.warm_start <= INITIAL_DESIGN:
