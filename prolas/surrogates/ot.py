@@ -243,28 +243,45 @@ class ExpressionGraph:
 def _path_lengths(n: int, edges: Iterable[tuple[int, int]], src: int, dst: int) -> np.ndarray:
     """``n x 6`` shortest/longest/random-walk hops from ``src`` and to ``dst`` (a DAG
     whose node order is topological). Random walk: hop to a uniformly chosen child
-    (to ``dst``) or arrive from a uniformly chosen parent (from ``src``)."""
+    (to ``dst``) or arrive from a uniformly chosen parent (from ``src``).
+
+    Plain Python on these ~10-node graphs (a PROLAS step builds hundreds): numpy's
+    per-call overhead was 3/4 of a graph's cost. The mean is summed left to right,
+    which is what ``ndarray.mean`` does below 8 values, so the lengths are the same
+    to the bit; wider fan-ins use ``ndarray.mean`` itself.
+    """
     children: list[list[int]] = [[] for _ in range(n)]
     parents: list[list[int]] = [[] for _ in range(n)]
     for u, v in edges:
         children[u].append(v)
         parents[v].append(u)
-    out = np.zeros((n, 6))
+    out = [[0.0] * 6 for _ in range(n)]
     for u in range(n):  # forward, from src
         if u == src or not parents[u]:
             continue
-        ps = out[parents[u]]
-        out[u, 0] = 1 + ps[:, 0].min()
-        out[u, 1] = 1 + ps[:, 1].max()
-        out[u, 2] = 1 + ps[:, 2].mean()
+        ps = [out[p] for p in parents[u]]
+        out[u][0] = 1 + min(r[0] for r in ps)
+        out[u][1] = 1 + max(r[1] for r in ps)
+        out[u][2] = 1 + _mean([r[2] for r in ps])
     for u in reversed(range(n)):  # backward, to dst
         if u == dst or not children[u]:
             continue
-        cs = out[children[u]]
-        out[u, 3] = 1 + cs[:, 3].min()
-        out[u, 4] = 1 + cs[:, 4].max()
-        out[u, 5] = 1 + cs[:, 5].mean()
-    return out
+        cs = [out[c] for c in children[u]]
+        out[u][3] = 1 + min(r[3] for r in cs)
+        out[u][4] = 1 + max(r[4] for r in cs)
+        out[u][5] = 1 + _mean([r[5] for r in cs])
+    return np.array(out, dtype=np.float64).reshape(n, 6)
+
+
+def _mean(values: list[float]) -> float:
+    """``np.mean(values)`` to the bit: a left-to-right sum below 8 values (numpy's
+    pairwise summation starts there), numpy itself above."""
+    if len(values) < 8:
+        total = 0.0
+        for v in values:
+            total += v
+        return total / len(values)
+    return float(np.mean(np.asarray(values, dtype=np.float64)))
 
 
 def expression_graph(expr: Expression | str, config: OTConfig | None = None) -> ExpressionGraph:
@@ -336,20 +353,59 @@ def otmann_distance(
     """``(d, d_bar)`` between two expression graphs (exact OT with ``ot.emd``)."""
     config = config or OTConfig()
     lm = config.label_matrix() if label_matrix is None else label_matrix
-    (l1, m1, p1), (l2, m2, p2) = g1.support, g2.support
-    n1, n2 = len(m1), len(m2)
-    tm1, tm2 = g1.total_mass, g2.total_mass
-    # nodes on the rows/columns plus one dummy each (unit cost to leave mass unmatched)
-    c = np.ones((n1 + 1, n2 + 1))
-    c[n1, n2] = 0.0
-    c_str = np.abs(p1[:, None, :] - p2[None, :, :]).mean(-1)
-    c[:n1, :n2] = lm[l1][:, l2] + config.nu_str * c_str
-    a = np.empty(n1 + 1)
-    a[:n1], a[n1] = m1, tm2
-    b = np.empty(n2 + 1)
-    b[:n2], b[n2] = m2, tm1
-    d = max(_emd_cost(a, b, c), 0.0)
-    return d, d / (tm1 + tm2)
+    return _distances_from(g1, [g2], config.nu_str, lm, g1_rows=True)[0]
+
+
+def _node_costs(
+    l1: np.ndarray, p1: np.ndarray, l2: np.ndarray, p2: np.ndarray, nu_str: float, lm: np.ndarray
+) -> np.ndarray:
+    """Per-node cost c(i, j) = M(l_i, l_j) + nu_str C_str(i, j), ``len(l1) x len(l2)``."""
+    return lm[l1][:, l2] + nu_str * np.abs(p1[:, None, :] - p2[None, :, :]).mean(-1)
+
+
+def _distances_from(
+    g: ExpressionGraph,
+    others: list[ExpressionGraph],
+    nu_str: float,
+    lm: np.ndarray,
+    g1_rows: bool,
+) -> list[tuple[float, float]]:
+    """``(d, d_bar)`` between ``g`` and each of ``others``: G1 = g (``g1_rows``) or
+    G1 = the other graph. The node costs of all pairs come from one broadcast over the
+    others' concatenated nodes (a PROLAS step scores ~600 new expressions against
+    every evaluated one); each pair then solves its own small transport program. The
+    orientation is kept because the solver's cost is exact only up to rounding."""
+    lg, mg, pg = g.support
+    sup = [o.support for o in others]
+    lo = np.concatenate([s[0] for s in sup])
+    po = np.concatenate([s[2] for s in sup])
+    if g1_rows:
+        costs = _node_costs(lg, pg, lo, po, nu_str, lm)
+    else:
+        costs = _node_costs(lo, po, lg, pg, nu_str, lm)
+    out: list[tuple[float, float]] = []
+    start = 0
+    tmg = g.total_mass
+    for other, (_, mo, _) in zip(others, sup):
+        stop = start + len(mo)
+        tmo = other.total_mass
+        if g1_rows:
+            m1, m2, tm1, tm2, block = mg, mo, tmg, tmo, costs[:, start:stop]
+        else:
+            m1, m2, tm1, tm2, block = mo, mg, tmo, tmg, costs[start:stop]
+        start = stop
+        n1, n2 = len(m1), len(m2)
+        # nodes on the rows/columns plus one dummy each (unit cost to leave mass unmatched)
+        c = np.ones((n1 + 1, n2 + 1))
+        c[n1, n2] = 0.0
+        c[:n1, :n2] = block
+        a = np.empty(n1 + 1)
+        a[:n1], a[n1] = m1, tm2
+        b = np.empty(n2 + 1)
+        b[:n2], b[n2] = m2, tm1
+        d = max(_emd_positive(a, b, c), 0.0)
+        out.append((d, d / (tm1 + tm2)))
+    return out
 
 
 def _emd_cost(a: np.ndarray, b: np.ndarray, cost: np.ndarray) -> float:
@@ -361,12 +417,18 @@ def _emd_cost(a: np.ndarray, b: np.ndarray, cost: np.ndarray) -> float:
     per call against 5.5 us; same cost to 1e-15). Falls back to ``ot.emd`` if POT's
     internal solver is not where this version expects it.
     """
-    if _emd_c is None:  # pragma: no cover - depends on the POT version
-        return float((ot.emd(a, b, cost) * cost).sum())
     rows, cols = a > 0, b > 0
     if not (rows.all() and cols.all()):
         a, b, cost = a[rows], b[cols], cost[np.ix_(rows, cols)]
-    _, total, _, _, code = _emd_c(a, b, np.ascontiguousarray(cost), 100_000, 1)
+    return _emd_positive(a, b, np.ascontiguousarray(cost))
+
+
+def _emd_positive(a: np.ndarray, b: np.ndarray, cost: np.ndarray) -> float:
+    """:func:`_emd_cost` for strictly positive marginals and a C-contiguous ``cost``
+    (the graphs' supports and sinks always are): no checks, ~8 us a call."""
+    if _emd_c is None:  # pragma: no cover - depends on the POT version
+        return float((ot.emd(a, b, cost) * cost).sum())
+    _, total, _, _, code = _emd_c(a, b, cost, 100_000, 1)
     if code != 1:  # not optimal (iteration limit): let POT handle and report it
         return float((ot.emd(a, b, cost) * cost).sum())
     return float(total)
@@ -393,11 +455,13 @@ class ExpressionRegistry:
 
     def index(self, expr: Expression | str) -> int:
         """Index of an expression (registered on first use), by canonical string."""
-        key = str(parse(expr) if isinstance(expr, str) else expr)
+        if isinstance(expr, str):
+            expr = parse(expr)
+        key = str(expr)
         idx = self._index.get(key)
         if idx is None:
             idx = len(self.graphs)
-            self.graphs.append(expression_graph(key, self.config))
+            self.graphs.append(expression_graph(expr, self.config))
             self._index[key] = idx
         return idx
 
@@ -420,12 +484,28 @@ class ExpressionRegistry:
         idx2 = np.asarray(idx2, dtype=np.int64).reshape(-1)
         u1, inv1 = np.unique(idx1, return_inverse=True)
         u2, inv2 = np.unique(idx2, return_inverse=True)
+        for i in u1.tolist():
+            self._fill_row(i, u2.tolist())
         d = np.zeros((len(u1), len(u2)))
         db = np.zeros((len(u1), len(u2)))
-        for a, i in enumerate(u1):
-            for b, j in enumerate(u2):
-                d[a, b], db[a, b] = self.pair(int(i), int(j))
+        for a, i in enumerate(u1.tolist()):
+            for b, j in enumerate(u2.tolist()):
+                d[a, b], db[a, b] = self.pair(i, j)
         return d[np.ix_(inv1, inv2)], db[np.ix_(inv1, inv2)]
+
+    def _fill_row(self, i: int, js: list[int]) -> None:
+        """Cache the pairs ``(i, j)`` not cached yet, in two batches: ``j > i`` (graph
+        i is G1, as :meth:`pair` orders them) and ``j < i`` (graph i is G2)."""
+        cache = self._cache
+        after = [j for j in js if j > i and (i, j) not in cache]
+        before = [j for j in js if j < i and (j, i) not in cache]
+        g, nu = self.graphs[i], self.config.nu_str
+        if after:
+            rows = _distances_from(g, [self.graphs[j] for j in after], nu, self._lm, True)
+            cache.update(((i, j), r) for j, r in zip(after, rows))
+        if before:
+            rows = _distances_from(g, [self.graphs[j] for j in before], nu, self._lm, False)
+            cache.update(((j, i), r) for j, r in zip(before, rows))
 
 
 class OTKernel(Kernel):

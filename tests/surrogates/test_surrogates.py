@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import assert_ot_pseudometric
+from conftest import ROOT, assert_ot_pseudometric
 
 from prolas.errors import NumericsWarning
 from prolas.expr import parse
@@ -395,3 +395,45 @@ def test_fast_emd_cost_equals_pot_emd() -> None:
         b = np.append(g2.masses, g1.total_mass)
         expected = float((ot.emd(a, b, c) * c).sum())
         assert _emd_cost(a, b, c) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def _reference_path_lengths(graph) -> np.ndarray:
+    """Shortest/longest/random-walk hops from ip and to op, straight from the edges."""
+    n = len(graph.labels)
+    parents = {v: [u for u, w in graph.edges if w == v] for v in range(n)}
+    children = {u: [w for v, w in graph.edges if v == u] for u in range(n)}
+    out = np.zeros((n, 6))
+    for u in range(1, n):
+        if parents[u]:
+            ps = out[parents[u]]
+            out[u, :3] = 1 + ps[:, 0].min(), 1 + ps[:, 1].max(), 1 + ps[:, 2].mean()
+    for u in reversed(range(n - 1)):
+        if children[u]:
+            cs = out[children[u]]
+            out[u, 3:] = 1 + cs[:, 3].min(), 1 + cs[:, 4].max(), 1 + cs[:, 5].mean()
+    return out
+
+
+def test_registry_distances_equal_pairwise_ot_to_the_bit() -> None:
+    """The registry's batched rows (one broadcast of node costs per row, either
+    orientation) give exactly the pairwise otmann_distance of the ordered pair, and the
+    graphs' path lengths equal a direct numpy computation from their edges."""
+    from prolas.surrogates.ot import ExpressionRegistry, otmann_distance
+
+    rng = np.random.default_rng(3)
+    grammar = Grammar.from_file(ROOT / "grammars" / "change.toml")
+    exprs = list(dict.fromkeys(str(grammar.sample(rng)) for _ in range(80)))
+    reg = ExpressionRegistry()
+    idx = reg.indices(exprs)
+    train, cands = idx[:20], idx[20:]
+    reg.distances(train, train)
+    d, db = reg.distances(cands, train)  # new rows against older ones: i > j
+    d2, _ = reg.distances(train[:5], cands)  # older rows against newer ones: i < j
+    for a, i in enumerate(cands):
+        for b, j in enumerate(train):
+            assert (d[a, b], db[a, b]) == otmann_distance(reg.graphs[j], reg.graphs[i])
+    for a, i in enumerate(train[:5]):
+        for b, j in enumerate(cands):
+            assert d2[a, b] == otmann_distance(reg.graphs[i], reg.graphs[j])[0]
+    for g in reg.graphs:
+        assert np.array_equal(g.paths, _reference_path_lengths(g))
