@@ -150,6 +150,11 @@ def test_console_script_help_and_bad_input() -> None:
     assert "--budget" in help_text.stdout and "--search" in help_text.stdout
     bad = subprocess.run([exe, "fit", "nope.csv"], capture_output=True, text=True)
     assert bad.returncode != 0 and bad.stderr.strip() == "prolas: error: nope.csv: file not found"
+    # python -m prolas is the same command
+    module = subprocess.run(
+        [sys.executable, "-m", "prolas", "fit", "nope.csv"], capture_output=True, text=True
+    )
+    assert module.returncode == bad.returncode and module.stderr == bad.stderr
 
 
 def test_train_vae_and_list_checkpoints(tmp_path, capsys) -> None:
