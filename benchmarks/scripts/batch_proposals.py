@@ -27,8 +27,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from prolas.bench.stats import reach as fits_to_reach
+from prolas.records import best_so_far
+
 ROOT = Path(__file__).resolve().parents[2]
-TOL = 1e-6  # reaching CKS's value: the tolerance of prolas.bench.stats
 
 
 def run(cmd: list[str], out: Path, resume: bool) -> dict:
@@ -45,14 +49,11 @@ def journal(out: Path) -> list[dict]:
 
 
 def reach(entries: list[dict], target: float) -> tuple[float, float]:
-    """Fits and seconds until the running best first reaches ``target`` (inf: never)."""
-    best = -math.inf
-    for i, e in enumerate(entries, 1):
-        if e["status"] == "ok":
-            best = max(best, e["bic"])
-        if best >= target - TOL:
-            return float(i), float(e["elapsed"])
-    return math.inf, math.inf
+    """Fits and seconds (the journal's ``elapsed``) until the running best BIC first
+    reaches ``target`` within the benchmarks' tolerance (inf: never)."""
+    trace = best_so_far(e["bic"] if e["status"] == "ok" else None for e in entries)
+    fits = fits_to_reach(np.asarray(trace), target)
+    return fits, (float(entries[int(fits) - 1]["elapsed"]) if math.isfinite(fits) else math.inf)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -387,12 +387,13 @@ def test_fast_emd_cost_equals_pot_emd() -> None:
     for _ in range(30):
         g1 = expression_graph(grammar.sample(rng), config)
         g2 = expression_graph(grammar.sample(rng), config)
-        n1, n2 = len(g1.masses), len(g2.masses)
+        (l1, m1, _), (l2, m2, _) = g1.support, g2.support
+        n1, n2 = len(m1), len(m2)
         c = np.ones((n1 + 1, n2 + 1))
-        c[:n1, :n2] = lm[np.ix_(g1.labels, g2.labels)] + rng.uniform(0, 1, (n1, n2))
+        c[:n1, :n2] = lm[np.ix_(l1, l2)] + rng.uniform(0, 1, (n1, n2))
         c[n1, n2] = 0.0
-        a = np.append(g1.masses, g2.total_mass)
-        b = np.append(g2.masses, g1.total_mass)
+        a = np.append(m1, g2.total_mass)
+        b = np.append(m2, g1.total_mass)
         expected = float((ot.emd(a, b, c) * c).sum())
         assert _emd_cost(a, b, c) == pytest.approx(expected, rel=1e-12, abs=1e-12)
 
