@@ -10,8 +10,9 @@ stopped early keeps its final value):
   standard error (sd with ddof 1 / sqrt(S'), over the S' seeds with a finite value; NaN
   when S' < 2, as one value has no spread) and median (:func:`mean_se`,
   :func:`median`);
-* **CKS's final BIC** on the data set: the mean over the ``cks`` cells of ``b_s(budget)``
-  (:func:`cks_final_bic`; CKS is deterministic, so all its seeds agree);
+* **CKS's final BIC** on the data set: the mean over the ``cks`` cells (or another
+  ``reference`` column, e.g. ``cks:change``) of ``b_s(budget)`` (:func:`cks_final_bic`;
+  CKS is deterministic, so all its seeds agree);
 * **evaluations to reach CKS's final BIC**: ``min{n : b_s(n) >= BIC_CKS - TOL}``
   (:func:`reach`, :data:`TOL` = 1e-6: BICs closer than that count as equal, since
   scores from one fit cache are bit-identical and only the mean over CKS seeds can
@@ -126,9 +127,16 @@ def _median_reach(traces: np.ndarray, target: float) -> float:
     return float(np.median(hits)) if hits.size else math.nan
 
 
-def cks_final_bic(cells: Sequence[dict], dataset: str, budget: int) -> float | None:
-    """Mean over CKS seeds of CKS's final best BIC (CKS is deterministic: all equal)."""
-    tr = best_traces(cells, dataset, "cks", budget)
+def cks_final_bic(
+    cells: Sequence[dict], dataset: str, budget: int, reference: str = "cks"
+) -> float | None:
+    """Mean over CKS seeds of CKS's final best BIC (CKS is deterministic: all equal).
+
+    ``reference`` is the CKS column that sets the target: ``cks`` (plain CKS, the grids'
+    label) or ``cks:change`` (with the change rules: what ``prolas fit --search cks``
+    runs).
+    """
+    tr = best_traces(cells, dataset, reference, budget)
     if tr.size == 0:
         return None
     v = tr[:, -1]
@@ -137,7 +145,7 @@ def cks_final_bic(cells: Sequence[dict], dataset: str, budget: int) -> float | N
 
 
 def summary_rows(
-    cells: Sequence[dict], budget: int, budgets: Sequence[int] = BUDGETS
+    cells: Sequence[dict], budget: int, budgets: Sequence[int] = BUDGETS, reference: str = "cks"
 ) -> list[dict]:
     """One row per (data set, method) in sorted order, with every statistic of the module
     docstring as plain Python numbers.
@@ -149,15 +157,15 @@ def summary_rows(
     ``evals_to_cks_never``, ``cks_evals`` (the CKS cells' own median) and
     ``evals_to_cks_ratio`` (inf when the median is), all NaN/None without a CKS target;
     ``fit_seconds_per_seed``, ``strategy_seconds_per_seed``, ``wall_seconds_per_seed``,
-    ``new_fits``.
+    ``new_fits``. "CKS" is the ``reference`` column (:func:`cks_final_bic`).
     """
     at = marks(budget, budgets)
     rows = []
     for dataset in sorted({c["dataset"] for c in cells}):
-        target = cks_final_bic(cells, dataset, budget)
+        target = cks_final_bic(cells, dataset, budget, reference)
         cks_evals = math.nan
         if target is not None:
-            cks_evals = _median_reach(best_traces(cells, dataset, "cks", budget), target)
+            cks_evals = _median_reach(best_traces(cells, dataset, reference, budget), target)
         for method in sorted({c["method"] for c in cells if c["dataset"] == dataset}):
             mine = [c for c in cells if c["dataset"] == dataset and c["method"] == method]
             tr = best_traces(cells, dataset, method, budget)
@@ -187,9 +195,11 @@ def summary_rows(
     return rows
 
 
-def summarise(cells: Sequence[dict], budget: int, budgets: Sequence[int] = BUDGETS) -> pd.DataFrame:
+def summarise(
+    cells: Sequence[dict], budget: int, budgets: Sequence[int] = BUDGETS, reference: str = "cks"
+) -> pd.DataFrame:
     """:func:`summary_rows` as a DataFrame (one row per data set x method)."""
-    return pd.DataFrame(summary_rows(cells, budget, budgets))
+    return pd.DataFrame(summary_rows(cells, budget, budgets, reference))
 
 
 def fmt(v, digits: int = 2) -> str:

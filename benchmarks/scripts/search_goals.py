@@ -1,0 +1,197 @@
+"""Issue 18's four goals, per series, from a directory of bench cells.
+
+The goals compare the default PROLAS search with the default CKS (``prolas fit --search
+cks``: CKS with the change rules, the ``cks:change`` column) and with random search, every
+method at the same budget of unique GP fits:
+
+1. **fits**: the median seed of PROLAS reaches CKS's final BIC within CKS's own number of
+   fits (the fits CKS needed to reach its final BIC);
+2. **BIC**: PROLAS's mean best BIC at the budget is at least CKS's final BIC;
+3. **time**: the median seed of PROLAS reaches CKS's final BIC before CKS finishes;
+4. **random**: PROLAS's mean best BIC at the budget is above random search's.
+
+Times are rebuilt from the cells, the same way for every method, so a grid run on a busy
+machine or with a warm fit cache still compares like with like: a search's time is its
+summed GP-fit seconds (the original fit's time, also for cache hits) plus its own strategy
+seconds, and the time to reach a target after k of n fits is the fit seconds of those k
+plus k/n of the strategy seconds. Every cell of ``prolas bench`` ran in one process on one
+core; ``prolas fit --search cks`` fits each CKS level on two workers, so the table also
+gives CKS's time halved, the bound of perfect two-core scaling.
+
+    python benchmarks/scripts/search_goals.py benchmarks/results/extrapolation \\
+        --out benchmarks/results/search_goals
+
+Writes ``search_goals.md`` (the goals), ``summary.md``/``summary.csv`` (every statistic of
+:func:`prolas.bench.stats.summarise` against the same reference) and one convergence plot
+per series into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from prolas.bench.cells import load_cells
+from prolas.bench.grid import (
+    BASELINES,
+    plot_bench_convergence,
+    summary_columns,
+    summary_markdown,
+)
+from prolas.bench.stats import TOL, cell_trace, fmt, mean_se, reach, summarise
+
+#: The targets of issue 18 on nine series: how many series must meet each goal.
+TARGETS = {"fits": 7, "bic": 8, "time": 6, "random": 9}
+
+
+def search_seconds(cell: dict) -> float:
+    """A search's one-core time: its fit seconds plus its strategy seconds."""
+    return float(cell["fit_seconds"] + cell["strategy_seconds"])
+
+
+def seconds_to_reach(cell: dict, target: float, budget: int) -> float:
+    """Seconds until the cell's best BIC first reaches ``target`` (inf: never): the fit
+    seconds of the first k evaluations plus k/n of the strategy seconds."""
+    k = reach(cell_trace(cell, budget), target)
+    if not math.isfinite(k):
+        return math.inf
+    history = cell["history"]
+    fits = sum(float(h.get("seconds") or 0.0) for h in history[: int(k)])
+    return fits + cell["strategy_seconds"] * k / max(len(history), 1)
+
+
+def _median(values: Sequence[float]) -> float:
+    """Median with inf allowed (more than half inf gives inf); NaN when empty."""
+    return float(np.median(np.asarray(values, dtype=np.float64))) if len(values) else math.nan
+
+
+def goal_rows(
+    cells: Sequence[dict],
+    budget: int,
+    method: str = "prolas",
+    reference: str = "cks:change",
+    random: str = "random",
+) -> list[dict]:
+    """One row per data set holding ``method`` and ``reference`` cells: the figures of the
+    four goals and whether each is met (None where ``random`` has no cells)."""
+    rows = []
+    for dataset in sorted({c["dataset"] for c in cells}):
+
+        def of(m: str, dataset: str = dataset) -> list[dict]:
+            return [c for c in cells if c["dataset"] == dataset and c["method"] == m]
+
+        mine, cks, rnd = of(method), of(reference), of(random)
+        if not mine or not cks:
+            continue
+        target = float(np.mean([cell_trace(c, budget)[-1] for c in cks]))
+        cks_fits = _median([reach(cell_trace(c, budget), target) for c in cks])
+        cks_seconds = _median([search_seconds(c) for c in cks])
+        fits = [reach(cell_trace(c, budget), target) for c in mine]
+        seconds = [seconds_to_reach(c, target, budget) for c in mine]
+        best, best_se = mean_se(np.array([cell_trace(c, budget)[-1] for c in mine]))
+        rnd_best = mean_se(np.array([cell_trace(c, budget)[-1] for c in rnd]))[0] if rnd else None
+        row = {
+            "dataset": dataset,
+            "seeds": len(mine),
+            "cks_final_bic": target,
+            "cks_fits": cks_fits,
+            "cks_seconds": cks_seconds,
+            "best_mean": best,
+            "best_se": best_se,
+            "fits_to_cks": _median(fits),
+            "never": sum(math.isinf(f) for f in fits),
+            "seconds_to_cks": _median(seconds),
+            "random_seeds": len(rnd),
+            "random_best_mean": rnd_best,
+        }
+        row["fits"] = row["fits_to_cks"] <= cks_fits
+        row["bic"] = best >= target - TOL
+        row["time"] = row["seconds_to_cks"] < cks_seconds
+        row["time_two_cores"] = row["seconds_to_cks"] < cks_seconds / 2
+        row["random"] = None if rnd_best is None else best > rnd_best
+        rows.append(row)
+    return rows
+
+
+def goals_markdown(rows: Sequence[dict], budget: int, method: str, reference: str) -> str:
+    """The goal table and the count of series meeting each goal."""
+
+    def mark(ok: bool | None) -> str:
+        return "–" if ok is None else ("yes" if ok else "no")
+
+    def count(value: float) -> str:
+        return f">{budget}" if math.isinf(value) else f"{value:g}"
+
+    def secs(value: float) -> str:
+        return "never" if math.isinf(value) else f"{value:.1f}"
+
+    lines = [
+        f"# Issue 18's goals: `{method}` against `{reference}` and `random`",
+        "",
+        f"Budget {budget} unique GP fits. CKS: `{reference}`'s final BIC, the fits it needed "
+        "to reach it and its search time. PROLAS: mean ± s.e. of the best BIC at the budget, "
+        "median over seeds of the fits and seconds to reach CKS's final BIC (never: more than "
+        "half the seeds never do; in brackets how many never do). Seconds are one-core times "
+        "rebuilt from the cells (fit seconds plus strategy seconds); 'time, 2 cores' compares "
+        "with CKS's time halved.",
+        "",
+        "| data | seeds | CKS final BIC (fits, s) | PROLAS best BIC | fits to CKS | s to CKS | "
+        "random best BIC | fits | BIC | time | time, 2 cores | random |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        rnd = "–" if r["random_best_mean"] is None else fmt(r["random_best_mean"])
+        lines.append(
+            f"| {r['dataset']} | {r['seeds']} | {fmt(r['cks_final_bic'])} "
+            f"({count(r['cks_fits'])}, {r['cks_seconds']:.1f}) | "
+            f"{fmt(r['best_mean'])} ± {fmt(r['best_se'])} | "
+            f"{count(r['fits_to_cks'])} ({r['never']}/{r['seeds']}) | "
+            f"{secs(r['seconds_to_cks'])} | {rnd} ({r['random_seeds']}) | {mark(r['fits'])} | "
+            f"{mark(r['bic'])} | {mark(r['time'])} | {mark(r['time_two_cores'])} | "
+            f"{mark(r['random'])} |"
+        )
+    lines += ["", "| goal | series meeting it | target (of 9) |", "|---|---|---|"]
+    for goal, label in [
+        ("fits", "fits to CKS's final BIC ≤ CKS's fits"),
+        ("bic", "mean best BIC ≥ CKS's final"),
+        ("time", "reaches CKS's final BIC before CKS finishes (one core each)"),
+        ("time_two_cores", "the same against CKS's time halved"),
+        ("random", "mean best BIC above random search's"),
+    ]:
+        met = sum(bool(r[goal]) for r in rows)
+        target = TARGETS.get("time" if goal == "time_two_cores" else goal)
+        lines.append(f"| {label} | {met} of {len(rows)} | {target} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cells", type=Path, help="a bench output directory (with cells/)")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--budget", type=int, default=50)
+    ap.add_argument("--method", default="prolas")
+    ap.add_argument("--reference", default="cks:change")
+    args = ap.parse_args(argv)
+    cells = [c for c in load_cells(args.cells) if c["method"] not in BASELINES]
+    if not cells:
+        raise SystemExit(f"search_goals: no search cells in {args.cells}/cells")
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = goal_rows(cells, args.budget, args.method, args.reference)
+    text = goals_markdown(rows, args.budget, args.method, args.reference)
+    (args.out / "search_goals.md").write_text(text)
+    summary = summarise(cells, args.budget, reference=args.reference)
+    summary = summary[summary_columns(args.budget)]
+    summary.to_csv(args.out / "summary.csv", index=False)
+    (args.out / "summary.md").write_text(summary_markdown(summary, args.budget))
+    for dataset in sorted({c["dataset"] for c in cells}):
+        path = args.out / f"convergence_{dataset}.png"
+        plot_bench_convergence(cells, dataset, args.budget, path, reference=args.reference)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""benchmarks/scripts/search_goals.py: issue 18's four goals from bench cells."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+
+import pytest
+from conftest import ROOT
+
+
+def _script():
+    path = ROOT / "benchmarks" / "scripts" / "search_goals.py"
+    spec = importlib.util.spec_from_file_location("search_goals", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cell(method: str, seed: int, bics: list, seconds: float = 1.0, strategy: float = 0.0):
+    history = [
+        {
+            "index": i + 1,
+            "status": "ok" if b is not None else "failed",
+            "bic": b,
+            "seconds": seconds,
+        }
+        for i, b in enumerate(bics)
+    ]
+    return {
+        "dataset": "d",
+        "method": method,
+        "seed": seed,
+        "evaluations": len(bics),
+        "history": history,
+        "fit_seconds": seconds * len(bics),
+        "strategy_seconds": strategy,
+        "wall_seconds": seconds * len(bics) + strategy,
+        "new_fits": len(bics),
+    }
+
+
+def test_seconds_to_reach_adds_fit_seconds_and_a_share_of_the_strategy() -> None:
+    sg = _script()
+    cell = _cell("prolas", 0, [1.0, None, 5.0, 2.0], seconds=2.0, strategy=4.0)
+    assert sg.seconds_to_reach(cell, 5.0, 4) == pytest.approx(3 * 2.0 + 4.0 * 3 / 4)
+    assert sg.seconds_to_reach(cell, 1.0, 4) == pytest.approx(2.0 + 1.0)
+    assert math.isinf(sg.seconds_to_reach(cell, 5.5, 4))
+    assert sg.search_seconds(cell) == 12.0
+
+
+def test_goals_follow_their_definitions() -> None:
+    sg = _script()
+    cells = [
+        # CKS reaches its final BIC 5 at fit 3 of 4, in 4 s (one core)
+        _cell("cks:change", 0, [1.0, 2.0, 5.0, 5.0]),
+        _cell("cks", 0, [1.0, 9.0, 9.0, 9.0]),  # plain CKS is not the reference
+        _cell("prolas", 0, [5.0, 6.0, 6.0, 6.0], seconds=3.0),  # fit 1, 3 s
+        _cell("prolas", 1, [0.0, 5.0, 5.0, 5.0], seconds=3.0),  # fit 2, 6 s
+        _cell("prolas", 2, [0.0, 0.0, 0.0, 4.0], seconds=3.0),  # never
+        _cell("random", 0, [4.0, 4.0, 4.0, 4.0]),
+    ]
+    (row,) = sg.goal_rows(cells, budget=4)
+    assert row["cks_final_bic"] == 5.0 and row["cks_fits"] == 3.0 and row["cks_seconds"] == 4.0
+    assert row["fits_to_cks"] == 2.0 and row["never"] == 1
+    assert row["seconds_to_cks"] == 6.0
+    assert row["best_mean"] == pytest.approx(5.0)
+    assert row["fits"] and row["bic"] and row["random"]
+    assert not row["time"] and not row["time_two_cores"]  # 6 s against 4 s and 2 s
+    text = sg.goals_markdown([row], 4, "prolas", "cks:change")
+    assert "| d | 3 | 5.00 (3, 4.0) | 5.00 ± 0.58 | 2 (1/3) | 6.0 | 4.00 (1) |" in text
+    assert "| mean best BIC ≥ CKS's final | 1 of 1 | 8 |" in text
+    # against plain CKS's 9, PROLAS never gets there and misses the BIC goal
+    (plain,) = sg.goal_rows(cells, budget=4, reference="cks")
+    assert math.isinf(plain["fits_to_cks"]) and not plain["bic"] and not plain["fits"]
+
+
+def test_script_writes_the_goals_and_the_summary(tmp_path) -> None:
+    sg = _script()
+    cells_dir = tmp_path / "grid" / "cells"
+    cells_dir.mkdir(parents=True)
+    for cell in [
+        _cell("cks:change", 0, [1.0, 5.0]),
+        _cell("prolas", 0, [6.0, 6.0]),
+        _cell("prolas", 1, [0.0, 5.0]),
+        {**_cell("SE", 0, [3.0]), "method": "SE"},  # baselines are left out
+    ]:
+        name = f"d__{cell['method'].replace(':', '-')}__seed{cell['seed']}.json"
+        (cells_dir / name).write_text(json.dumps(cell))
+    sg.main([str(tmp_path / "grid"), "--out", str(tmp_path / "out"), "--budget", "2"])
+    text = (tmp_path / "out" / "search_goals.md").read_text()
+    assert "| d | 2 | 5.00 (2, 2.0) |" in text and "| – |" in text  # no random cells
+    assert "CKS's final BIC at budget 2: 5.00." in (tmp_path / "out" / "summary.md").read_text()
+    assert (tmp_path / "out" / "convergence_d.png").stat().st_size > 0
