@@ -206,6 +206,9 @@ def test_build_portfolio_keeps_expressions_fitted_on_all_series_but_one(tmp_path
         "b": [row("SE", 5.0), row("LIN", 6.0), row("LIN*SE", 1.0, ok=False)],
         "c": [row("SE", 7.0), row("RQ", 8.0), row("SE", 9.0)],  # a refit: the best counts
     }
+    # a change-point (its sequence from the change grammar) on all three series
+    for name, bic in zip(caches, (0.5, 0.5, 0.5)):
+        caches[name].append(row("CP(SE, LIN)", bic))
     paths = []
     for name, rows in caches.items():
         paths.append(tmp_path / f"{name}.jsonl")
@@ -220,8 +223,11 @@ def test_build_portfolio_keeps_expressions_fitted_on_all_series_but_one(tmp_path
         sys.argv = argv
     lib = BenchmarkScores.load(out)
     assert lib.series == ("a", "b", "c")
-    # SE on all three, LIN on two; PER, RQ and LIN*SE (its fit on b failed) on one
-    assert lib.expressions == ("LIN", "SE")
+    # CP(SE, LIN) and SE on all three, LIN on two; PER, RQ and LIN*SE (its fit on b
+    # failed) on one
+    assert lib.expressions == ("CP(SE, LIN)", "LIN", "SE")
+    assert lib.sequences[0] == ("SE", "CP", "LIN", "stop")
+    lib = BenchmarkScores(lib.series, lib.expressions[1:], lib.sequences[1:], lib.bic[1:])
     np.testing.assert_array_equal(lib.bic[1], [1.0, 5.0, 9.0])
     assert np.isnan(lib.bic[0, 2]) and lib.sequences[0] == ("LIN", "stop")
     assert lib.select(2, ("c",)) == [0, 1]  # LIN beats SE on a and b
