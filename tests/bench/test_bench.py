@@ -253,7 +253,7 @@ def test_extrapolation_markdown_lists_every_seeds_expression() -> None:
         line for line in md.split("## Expressions found")[1].splitlines() if "airline" in line
     )
     prolas = table[table["method"] == "prolas"].sort_values("seed")
-    assert len(prolas) == 3
+    assert len(prolas) == 10
     for method in ("prolas", "cks"):
         runs = table[table["method"] == method].sort_values("seed")
         if len(runs) == 1:  # one seed: the expression alone
