@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -16,6 +18,16 @@ QUICK_CKS = ("--search", "cks", "--budget", "3", "--restarts", "1")
 
 # Small-N fits are fastest single-threaded (DESIGN.md); also keeps tests stable on 2 cores.
 torch.set_num_threads(1)
+
+
+def load_script(name: str) -> ModuleType:
+    """The benchmark script ``benchmarks/scripts/<name>.py`` as a module (scripts are not a
+    package; their tests call its functions)."""
+    path = ROOT / "benchmarks" / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def fit_from_params(expression: str, terms: list[dict], n: int, noise: float = 0.01):

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
-from conftest import ROOT
+from conftest import load_script
 
 
 def _script():
-    path = ROOT / "benchmarks" / "scripts" / "batch_proposals.py"
-    spec = importlib.util.spec_from_file_location("batch_proposals", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("batch_proposals")
 
 
 def test_reach_counts_fits_and_seconds_of_the_running_best() -> None:

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-
-from conftest import ROOT
+from conftest import load_script
 
 from prolas.expr import parse
 from prolas.search.portfolio import BenchmarkScores
 
 
 def _script():
-    path = ROOT / "benchmarks" / "scripts" / "portfolio_library.py"
-    spec = importlib.util.spec_from_file_location("portfolio_library", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("portfolio_library")
 
 
 def test_candidates_are_the_library_plus_every_one_operation_change_expression() -> None:

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 
 import pytest
-from conftest import ROOT
+from conftest import load_script
 
 
 def _script():
-    path = ROOT / "benchmarks" / "scripts" / "search_goals.py"
-    spec = importlib.util.spec_from_file_location("search_goals", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("search_goals")
 
 
 def _cell(method: str, seed: int, bics: list, seconds: float = 1.0, strategy: float = 0.0):
