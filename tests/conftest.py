@@ -30,6 +30,33 @@ def load_script(name: str) -> ModuleType:
     return module
 
 
+def bench_cell(
+    method: str, seed: int, bics: list, seconds: float = 1.0, strategy: float = 0.0
+) -> dict:
+    """A bench cell of data set ``d`` whose history scores ``bics`` in order (None: a
+    failed fit), each fit taking ``seconds``, plus ``strategy`` seconds of proposals."""
+    history = [
+        {
+            "index": i + 1,
+            "status": "ok" if b is not None else "failed",
+            "bic": b,
+            "seconds": seconds,
+        }
+        for i, b in enumerate(bics)
+    ]
+    return {
+        "dataset": "d",
+        "method": method,
+        "seed": seed,
+        "evaluations": len(bics),
+        "history": history,
+        "fit_seconds": seconds * len(bics),
+        "strategy_seconds": strategy,
+        "wall_seconds": seconds * len(bics) + strategy,
+        "new_fits": len(bics),
+    }
+
+
 def fit_from_params(expression: str, terms: list[dict], n: int, noise: float = 0.01):
     """A FitResult with given natural-unit hyperparameters (``terms`` in canonical order,
     as in result.json's ``best.terms``); its scores are placeholders."""

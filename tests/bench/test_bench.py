@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DATA, QUICK_CKS, ROOT
+from conftest import DATA, QUICK_CKS, ROOT, bench_cell
 
 from prolas import bench
 from prolas.bench import BenchConfig, MethodSpec, parse_methods
@@ -151,30 +151,12 @@ def test_method_specs_parse_and_reject() -> None:
     assert bench.parse_datasets("all", DATA) == bench.DATASETS
 
 
-def _cell(method: str, seed: int, bics: list[float | None]) -> dict:
-    hist = [
-        {"index": i + 1, "status": "ok" if b is not None else "failed", "bic": b}
-        for i, b in enumerate(bics)
-    ]
-    return {
-        "dataset": "d",
-        "method": method,
-        "seed": seed,
-        "evaluations": len(bics),
-        "history": hist,
-        "fit_seconds": 1.0,
-        "strategy_seconds": 0.5,
-        "wall_seconds": 2.0,
-        "new_fits": len(bics),
-    }
-
-
 def test_summary_statistics_follow_their_definitions() -> None:
     cells = [
-        _cell("cks", 0, [1.0, 5.0, 3.0]),  # stops early at 3 evaluations, final 5
-        _cell("x", 0, [None, 2.0, 6.0, 0.0]),  # reaches 5 at n = 3
-        _cell("x", 1, [7.0, 1.0, 1.0, 1.0]),  # reaches 5 at n = 1
-        _cell("x", 2, [0.0, 1.0, 2.0, 3.0]),  # never
+        bench_cell("cks", 0, [1.0, 5.0, 3.0]),  # stops early at 3 evaluations, final 5
+        bench_cell("x", 0, [None, 2.0, 6.0, 0.0]),  # reaches 5 at n = 3
+        bench_cell("x", 1, [7.0, 1.0, 1.0, 1.0]),  # reaches 5 at n = 1
+        bench_cell("x", 2, [0.0, 1.0, 2.0, 3.0]),  # never
     ]
     tr = bench.best_traces(cells, "d", "x", 4)
     assert np.isnan(tr[0, 0]) and list(tr[0, 1:]) == [2.0, 6.0, 6.0]
@@ -190,8 +172,8 @@ def test_summary_statistics_follow_their_definitions() -> None:
     assert s.loc["cks", "evals_to_cks_median"] == 2.0
     assert math.isnan(s.loc["cks", "best_at_4_se"])  # one seed has no standard error
     # more than half the seeds never reaching the target gives an infinite median
-    cells.append(_cell("x", 3, [0.0, 0.0, 0.0, 0.0]))
-    cells.append(_cell("x", 4, [0.0, 0.0, 0.0, 0.0]))
+    cells.append(bench_cell("x", 3, [0.0, 0.0, 0.0, 0.0]))
+    cells.append(bench_cell("x", 4, [0.0, 0.0, 0.0, 0.0]))
     s = bench.summarise(cells, budget=4).set_index("method")
     assert math.isinf(s.loc["x", "evals_to_cks_median"]) and s.loc["x", "evals_to_cks_never"] == 3
     assert ">4 (3/5)" in bench.summary_markdown(s.reset_index(), 4)

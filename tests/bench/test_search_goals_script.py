@@ -6,39 +6,16 @@ import json
 import math
 
 import pytest
-from conftest import load_script
+from conftest import bench_cell, load_script
 
 
 def _script():
     return load_script("search_goals")
 
 
-def _cell(method: str, seed: int, bics: list, seconds: float = 1.0, strategy: float = 0.0):
-    history = [
-        {
-            "index": i + 1,
-            "status": "ok" if b is not None else "failed",
-            "bic": b,
-            "seconds": seconds,
-        }
-        for i, b in enumerate(bics)
-    ]
-    return {
-        "dataset": "d",
-        "method": method,
-        "seed": seed,
-        "evaluations": len(bics),
-        "history": history,
-        "fit_seconds": seconds * len(bics),
-        "strategy_seconds": strategy,
-        "wall_seconds": seconds * len(bics) + strategy,
-        "new_fits": len(bics),
-    }
-
-
 def test_seconds_to_reach_adds_fit_seconds_and_a_share_of_the_strategy() -> None:
     sg = _script()
-    cell = _cell("prolas", 0, [1.0, None, 5.0, 2.0], seconds=2.0, strategy=4.0)
+    cell = bench_cell("prolas", 0, [1.0, None, 5.0, 2.0], seconds=2.0, strategy=4.0)
     assert sg.seconds_to_reach(cell, 5.0, 4) == pytest.approx(3 * 2.0 + 4.0 * 3 / 4)
     assert sg.seconds_to_reach(cell, 1.0, 4) == pytest.approx(2.0 + 1.0)
     assert math.isinf(sg.seconds_to_reach(cell, 5.5, 4))
@@ -49,12 +26,12 @@ def test_goals_follow_their_definitions() -> None:
     sg = _script()
     cells = [
         # CKS reaches its final BIC 5 at fit 3 of 4, in 4 s (one core)
-        _cell("cks:change", 0, [1.0, 2.0, 5.0, 5.0]),
-        _cell("cks", 0, [1.0, 9.0, 9.0, 9.0]),  # plain CKS is not the reference
-        _cell("prolas", 0, [5.0, 6.0, 6.0, 6.0], seconds=3.0),  # fit 1, 3 s
-        _cell("prolas", 1, [0.0, 5.0, 5.0, 5.0], seconds=3.0),  # fit 2, 6 s
-        _cell("prolas", 2, [0.0, 0.0, 0.0, 4.0], seconds=3.0),  # never
-        _cell("random", 0, [4.0, 4.0, 4.0, 4.0]),
+        bench_cell("cks:change", 0, [1.0, 2.0, 5.0, 5.0]),
+        bench_cell("cks", 0, [1.0, 9.0, 9.0, 9.0]),  # plain CKS is not the reference
+        bench_cell("prolas", 0, [5.0, 6.0, 6.0, 6.0], seconds=3.0),  # fit 1, 3 s
+        bench_cell("prolas", 1, [0.0, 5.0, 5.0, 5.0], seconds=3.0),  # fit 2, 6 s
+        bench_cell("prolas", 2, [0.0, 0.0, 0.0, 4.0], seconds=3.0),  # never
+        bench_cell("random", 0, [4.0, 4.0, 4.0, 4.0]),
     ]
     (row,) = sg.goal_rows(cells, budget=4)
     assert row["cks_final_bic"] == 5.0 and row["cks_fits"] == 3.0 and row["cks_seconds"] == 4.0
@@ -76,10 +53,10 @@ def test_script_writes_the_goals_and_the_summary(tmp_path) -> None:
     cells_dir = tmp_path / "grid" / "cells"
     cells_dir.mkdir(parents=True)
     for cell in [
-        _cell("cks:change", 0, [1.0, 5.0]),
-        _cell("prolas", 0, [6.0, 6.0]),
-        _cell("prolas", 1, [0.0, 5.0]),
-        {**_cell("SE", 0, [3.0]), "method": "SE"},  # baselines are left out
+        bench_cell("cks:change", 0, [1.0, 5.0]),
+        bench_cell("prolas", 0, [6.0, 6.0]),
+        bench_cell("prolas", 1, [0.0, 5.0]),
+        {**bench_cell("SE", 0, [3.0]), "method": "SE"},  # baselines are left out
     ]:
         name = f"d__{cell['method'].replace(':', '-')}__seed{cell['seed']}.json"
         (cells_dir / name).write_text(json.dumps(cell))
