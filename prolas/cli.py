@@ -42,6 +42,7 @@ OUTPUT_FILES = (
     "journal.jsonl",
     "forecast.csv",
     "forecast.png",
+    "forecast_check.csv",
 )
 
 
@@ -170,12 +171,15 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         choices=FORECAST_METHODS,
         help="with --horizon: bma = the BIC-weighted mixture of the predictives of the top "
         "--forecast-models models (default; chosen with 3 seeds on the tuning series, where it "
-        "beat best on 2 of 3; README); best = the best-BIC model's predictive",
+        "beat best on 2 of 3; README); best = the best-BIC model's predictive; rolling = the "
+        "predictive of the one of the top --forecast-models models that forecast the last 10%% "
+        "of the training data best (5 origins, lowest RMSE)",
     )
     g.add_argument(
         "--forecast-models",
         metavar="K",
-        help=f"with --forecast bma: mix the K best distinct models of the search (default "
+        help=f"with --forecast bma or rolling: mix (bma) or choose from (rolling) the K best "
+        f"distinct models of the search (default "
         f"{FORECAST_MODELS}; refitted on all points when the search ran on a subsample)",
     )
 
@@ -762,9 +766,16 @@ def _write_forecast(args, out, dataset, config, result, best) -> str | None:
     fits = [best] if method == "best" else top_fits(result, dataset, config, k, best=best)
     fc = forecast(fits, dataset, horizon, method=method)
     fc.to_csv(out / "forecast.csv")
-    plot_forecast(out / "forecast.png", fc, dataset, fit=best if method == "best" else None)
+    picked = {f.expression: f for f in fits}.get(fc.models[0]) if method != "bma" else None
+    plot_forecast(out / "forecast.png", fc, dataset, fit=picked)
     if method == "best":
         how = fc.models[0]
+    elif method == "rolling":
+        how = f"{fc.models[0]} (rolling-origin pick of {len(fits)} models"
+        if fc.check is not None:
+            fc.check.to_csv(out / "forecast_check.csv", index=False)
+            how += "; scores in forecast_check.csv"
+        how += ")"
     else:
         how = "BIC-weighted mixture of " + ", ".join(
             f"{m} ({w:.2f})" for m, w in zip(fc.models, fc.weights)

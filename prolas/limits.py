@@ -29,7 +29,7 @@ DEFAULT_CHECKPOINT = "change"
 LENGTHSCALE_FLOOR = 1.0
 
 #: ``--forecast`` choices (:data:`prolas.report.forecast.FORECAST_METHODS` is this tuple).
-FORECAST_METHODS = ("best", "bma")
+FORECAST_METHODS = ("best", "bma", "rolling")
 #: The forecast ``prolas fit --horizon`` writes: the BIC-weighted mixture of the top models.
 #: Chosen on the tuning series (README "Results"): better than the best-BIC model alone on
 #: airline and call-centre, worse on sulphuric (CKS with change rules); re-measured with the

@@ -9,7 +9,7 @@ and forecasts the test file three ways:
 * ``bma``: the BIC-weighted mixture of the K models' predictives
   (:func:`prolas.report.forecast.forecast` with ``method="bma"``);
 * ``rolling``: the one of the K models that forecasts the last 10 % of the training data
-  best (:func:`prolas.report.forecast.rolling_origin_check`, 5 origins, lowest RMSE).
+  best (:func:`prolas.report.forecast.rolling_pick`, 5 origins, lowest RMSE).
 
 Writes ``forecast_choice.csv`` (one row per cell and way) and ``forecast_choice.md``
 (RMSE per data set, mean over seeds; standardised by ABCD's published RMSE).
@@ -33,7 +33,7 @@ import pandas as pd
 from prolas.bench import ABCD_RMSE
 from prolas.data import load_csv
 from prolas.gp import FitConfig, FitResult, fit_gp
-from prolas.report.forecast import forecast, rolling_origin_check
+from prolas.report.forecast import forecast
 
 WAYS = ("best", "bma", "rolling")
 
@@ -84,14 +84,9 @@ def evaluate_cell(
             "rmse": _rmse(bma, test),
         }
     )
-    if len(fits) > 1:
-        check = rolling_origin_check(fits, train)
-        check = check[check["model"] != "bma"].reset_index(drop=True)
-        pick = fits[int(check["rmse"].idxmin())]
-    else:
-        pick = final
-    fc = forecast(pick, train, x_new=test.x)
-    rows.append({**base, "way": "rolling", "expression": pick.expression, "rmse": _rmse(fc, test)})
+    fc = forecast(fits, train, x_new=test.x, method="rolling")
+    pick = fc.models[0]
+    rows.append({**base, "way": "rolling", "expression": pick, "rmse": _rmse(fc, test)})
     return rows
 
 

@@ -35,7 +35,10 @@ weighted mixture of its particles' posteriors.
 
 Rolling origin (:func:`rolling_origin_check`): each model, with its hyperparameters
 fixed, is conditioned on a prefix of the data and scored on the points after it, for
-several origins in the last part of the data.
+several origins in the last part of the data. ``method="rolling"`` forecasts with the
+single model of lowest rolling-origin RMSE (:func:`rolling_pick`; the check is kept in
+:attr:`Forecast.check`): a choice made on how each model extrapolated the end of its own
+training data rather than on BIC.
 
 Place in the layers: a forecast is part of what the user gets after a search
 (forecast.csv, forecast.png), so it lives in the report layer. The mixture's maths
@@ -83,6 +86,7 @@ __all__ = [
     "mixture_quantiles",
     "plot_forecast",
     "rolling_origin_check",
+    "rolling_pick",
     "top_fits",
 ]
 
@@ -114,11 +118,14 @@ class Forecast:
         mean: predictive mean in y's original units.
         lower, upper: the central ``level`` predictive interval (y's original units).
         level: probability mass between ``lower`` and ``upper`` (0.95 by default).
-        method: ``"best"`` or ``"bma"``.
-        models: the expressions of the mixture's components (one for ``best``).
+        method: ``"best"``, ``"bma"`` or ``"rolling"``.
+        models: the expressions of the mixture's components (one for ``best`` and
+            ``rolling``).
         weights: their weights (sum 1).
         component_means, component_sds: each component's Gaussian predictive in y's
             original units, shape ``(len(models), m)``; :meth:`log_density` uses them.
+        check: ``rolling`` only: the :func:`rolling_origin_check` table the model was
+            picked from (one row per candidate model); ``None`` otherwise.
     """
 
     x: np.ndarray
@@ -132,6 +139,7 @@ class Forecast:
     weights: tuple[float, ...]
     component_means: np.ndarray = field(repr=False)
     component_sds: np.ndarray = field(repr=False)
+    check: pd.DataFrame | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return int(self.x.size)
@@ -341,8 +349,10 @@ def forecast(
         horizon: number of future steps after the last input (:func:`future_x`).
         x_new: explicit inputs in x's units (decimal years for a dated series)
             instead of ``horizon``.
-        method: ``"best"`` (the highest-BIC model's Gaussian predictive) or ``"bma"``
-            (the BIC-weighted mixture of all the models; see the module docstring).
+        method: ``"best"`` (the highest-BIC model's Gaussian predictive), ``"bma"``
+            (the BIC-weighted mixture of all the models; see the module docstring) or
+            ``"rolling"`` (the Gaussian predictive of the model that forecast the end of
+            the training data best, :func:`rolling_pick`).
         level: probability of the central band (0.95: the 2.5 % and 97.5 % quantiles).
         weights: ``bma`` only: the mixture weights (normalised) instead of BIC weights.
 
@@ -366,11 +376,15 @@ def forecast(
         if x.size == 0 or not np.all(np.isfinite(x)):
             raise ForecastError("x_new must be a non-empty array of finite inputs")
         x_display = decimal_years_to_timestamps(x) if dataset.x_is_date else x
-    if method == "best" and weights is not None:
+    if method != "bma" and weights is not None:
         raise ForecastError("weights apply to method='bma' only")
     fits, w = _as_fits(fit_or_fits, weights)
+    check = None
     if method == "best":
         fits, w = [max(fits, key=lambda f: f.bic)], np.ones(1)
+    elif method == "rolling":
+        pick, check = rolling_pick(fits, dataset)
+        fits, w = [pick], np.ones(1)
     elif w is None:
         w = bic_weights([f.bic for f in fits])
     means, sds = _components(fits, dataset, x)
@@ -391,6 +405,7 @@ def forecast(
         weights=tuple(float(v) for v in w),
         component_means=to_y(means),
         component_sds=sds * dataset.y_std,
+        check=check,
     )
 
 
@@ -526,6 +541,24 @@ def rolling_origin_check(
     frame["n_predictions"] = err_all.shape[1]
     frame["n_origins"] = origins.size
     return frame
+
+
+def rolling_pick(
+    fits: Sequence[FitResult], dataset: Dataset, **check_options
+) -> tuple[FitResult, pd.DataFrame | None]:
+    """The model of lowest rolling-origin RMSE (:func:`rolling_origin_check` with
+    ``check_options``; ties go to the higher BIC) and the check's table without its
+    mixture row; a single model is its own pick (table None).
+
+    >>> pick, table = rolling_pick(fits, ds)   # doctest: +SKIP
+    """
+    fits, _ = _as_fits(fits, None)
+    if len(fits) == 1:
+        return fits[0], None
+    table = rolling_origin_check(fits, dataset, **check_options)
+    table = table[table["model"] != "bma"].reset_index(drop=True)
+    order = sorted(range(len(fits)), key=lambda i: (table["rmse"][i], -fits[i].bic))
+    return fits[order[0]], table
 
 
 # --- the picture -----------------------------------------------------------------------

@@ -3,6 +3,7 @@ BIC-weighted mixture's predictive, forecast.csv, the rolling-origin check and th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from prolas.report.forecast import (
     future_x,
     mixture_quantiles,
     rolling_origin_check,
+    rolling_pick,
     top_fits,
 )
 
@@ -217,6 +219,27 @@ def test_rolling_origin_check_scores_the_end_of_the_data(trend_season, fits) -> 
     assert one["mlpd"].iloc[0] == pytest.approx(lpd, rel=1e-9)
 
 
+def test_rolling_forecast_picks_by_forecast_error_not_bic(trend_season, fits) -> None:
+    # the SE model given the highest BIC: `best` follows the BIC, `rolling` the check
+    inflated = dataclasses.replace(fits[1], bic=fits[0].bic + 10.0)
+    models = [fits[0], inflated, fits[2]]
+    best = forecast(models, trend_season, 6, method="best")
+    rolled = forecast(models, trend_season, 6, method="rolling")
+    assert best.models == ("SE",) and rolled.models == ("LIN + PER",)
+    table = rolling_origin_check(models, trend_season)
+    assert rolled.check is not None and list(rolled.check["model"]) == ["LIN + PER", "SE", "LIN"]
+    np.testing.assert_allclose(rolled.check["rmse"], table["rmse"][:3])
+    assert rolled.check["rmse"].idxmin() == 0
+    # the pick's forecast is that model's own predictive
+    alone = forecast(fits[0], trend_season, 6)
+    np.testing.assert_allclose(rolled.mean, alone.mean)
+    np.testing.assert_allclose(rolled.upper, alone.upper)
+    # one model is its own pick, without a check
+    assert rolling_pick(fits[:1], trend_season) == (fits[0], None)
+    with pytest.raises(ForecastError, match="weights"):
+        forecast(models, trend_season, 3, method="rolling", weights=[1, 1, 1])
+
+
 def test_top_fits_are_refitted_on_all_points_after_a_thinned_search(trend_season) -> None:
     from prolas.pipeline import run_search
     from prolas.search.config import SearchConfig
@@ -233,7 +256,7 @@ def test_top_fits_are_refitted_on_all_points_after_a_thinned_search(trend_season
 
 @pytest.mark.slow
 def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
-    for method in ("best", "bma"):
+    for method in ("best", "bma", "rolling"):
         out = tmp_path / method
         code = main(
             [
@@ -259,6 +282,10 @@ def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
         assert np.all(np.diff(frame["x"]) > 0)
         assert np.all(frame["lower"] <= frame["mean"]) and np.all(frame["mean"] <= frame["upper"])
         assert (out / "forecast.png").stat().st_size > 1000
+        check = out / "forecast_check.csv"
+        assert check.exists() == (method == "rolling")
+        if method == "rolling":
+            assert len(pd.read_csv(check)) == 2  # the two models it chose from
 
 
 @pytest.mark.parametrize(
@@ -285,4 +312,5 @@ def test_cli_help_explains_horizon(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["fit", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "--horizon H" in text and "forecast.csv" in text and "--forecast {best,bma}" in text
+    assert "--horizon H" in text and "forecast.csv" in text
+    assert "--forecast {best,bma,rolling}" in text
