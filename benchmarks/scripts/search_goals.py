@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     summary = summarise(cells, args.budget, reference=args.reference)
     summary = summary[summary_columns(args.budget)]
     summary.to_csv(args.out / "summary.csv", index=False)
-    (args.out / "summary.md").write_text(summary_markdown(summary, args.budget))
+    (args.out / "summary.md").write_text(summary_markdown(summary, args.budget, args.reference))
     for dataset in sorted({c["dataset"] for c in cells}):
         path = args.out / f"convergence_{dataset}.png"
         plot_bench_convergence(cells, dataset, args.budget, path, reference=args.reference)

@@ -458,15 +458,22 @@ def summary_columns(budget: int) -> list[str]:
     ]
 
 
-def summary_markdown(summary: pd.DataFrame, budget: int) -> str:
+def reference_column(cells: Sequence[dict]) -> str:
+    """The CKS column a grid's 'to CKS' figures use: plain ``cks`` when the grid ran it,
+    else ``cks:change`` (what ``prolas fit --search cks`` runs) when it ran that."""
+    methods = {c["method"] for c in cells}
+    return "cks:change" if "cks" not in methods and "cks:change" in methods else "cks"
+
+
+def summary_markdown(summary: pd.DataFrame, budget: int, reference: str = "cks") -> str:
     """The summary table (:func:`prolas.bench.stats.summarise`) as markdown, one section
-    per data set."""
+    per data set; ``reference`` names the CKS column of the 'to CKS' figures."""
     at = marks(budget)
     lines = [
         "# Search quality",
         "",
         "Best BIC (higher is better) after n unique GP fits: mean ± standard error over "
-        "seeds. 'to CKS': evaluations needed to reach CKS's final BIC at this budget, "
+        f"seeds. 'to CKS': evaluations needed to reach `{reference}`'s final BIC at this budget, "
         "median over seeds (`>B` = more than half the seeds never reach it) and how many "
         "seeds never do. Fit s: summed GP-fit seconds per seed (time of the original fit, "
         "also for cached scores). Strategy s: the method's own proposal time per seed.",
@@ -562,13 +569,14 @@ def write_bench_outputs(out: str | Path, budget: int) -> list[Path]:
     files.append(out / "evaluations.csv")
     if not cells:
         return files
-    summary = summarise(cells, budget)[summary_columns(budget)]
+    reference = reference_column(cells)
+    summary = summarise(cells, budget, reference=reference)[summary_columns(budget)]
     summary.to_csv(out / "summary.csv", index=False)
-    (out / "summary.md").write_text(summary_markdown(summary, budget))
+    (out / "summary.md").write_text(summary_markdown(summary, budget, reference))
     files += [out / "summary.csv", out / "summary.md"]
     for dataset in sorted({c["dataset"] for c in cells}):
         path = out / f"convergence_{dataset}.png"
-        plot_bench_convergence(cells, dataset, budget, path)
+        plot_bench_convergence(cells, dataset, budget, path, reference=reference)
         files.append(path)
     return files
 

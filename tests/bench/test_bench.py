@@ -179,6 +179,19 @@ def test_summary_statistics_follow_their_definitions() -> None:
     assert ">4 (3/5)" in bench.summary_markdown(s.reset_index(), 4)
 
 
+def test_a_grid_without_plain_cks_measures_against_cks_with_change_rules() -> None:
+    from prolas.bench.grid import reference_column
+
+    cells = [bench_cell("cks:change", 0, [1.0, 3.0, 5.0])]
+    cells += [bench_cell("x", k, [0.0, 4.0, 6.0]) for k in range(2)]
+    assert reference_column(cells) == "cks:change"
+    assert reference_column([*cells, bench_cell("cks", 0, [2.0])]) == "cks"
+    s = bench.summarise(cells, budget=3, reference="cks:change").set_index("method")
+    assert s.loc["x", "cks_final_bic"] == 5.0 and s.loc["x", "evals_to_cks_median"] == 3.0
+    text = bench.summary_markdown(s.reset_index(), 3, "cks:change")
+    assert "reach `cks:change`'s final BIC" in text and "| `x` | 2 |" in text
+
+
 def test_reaching_a_target_allows_an_absolute_tolerance() -> None:
     from prolas.bench.stats import TOL, reach
 
