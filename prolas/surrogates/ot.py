@@ -228,7 +228,7 @@ class ExpressionGraph:
     paths: np.ndarray
     edges: tuple[tuple[int, int], ...]
 
-    @property
+    @cached_property
     def total_mass(self) -> float:
         return float(self.masses.sum())
 
