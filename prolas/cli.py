@@ -170,8 +170,8 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         "--forecast",
         choices=FORECAST_METHODS,
         help="with --horizon: bma = the BIC-weighted mixture of the predictives of the top "
-        "--forecast-models models (default; chosen with 3 seeds on the tuning series, where it "
-        "beat best on 2 of 3; README); best = the best-BIC model's predictive; rolling = the "
+        "--forecast-models models (default; chosen on the tuning series, README 'How the "
+        "defaults were chosen'); best = the best-BIC model's predictive; rolling = the "
         "predictive of the one of the top --forecast-models models that forecast the last 10%% "
         "of the training data best (5 origins, lowest RMSE)",
     )
