@@ -21,53 +21,52 @@ from pathlib import Path
 
 import numpy as np
 
-from prolas.bench.stats import cell_trace, fmt, mean_se, reach
+from prolas.bench.stats import fmt, summary_rows
 
-REFERENCE = "cks-change"  # the cell-file label of cks:change
+REFERENCE = "cks:change"
 
 
 def load(folder: Path, dataset: str, method: str = "prolas") -> dict[int, dict]:
-    """Cells of one series and method by seed (``folder`` or ``folder/cells``)."""
+    """Cells of one series and method by seed (``folder`` or ``folder/cells``; a label's
+    ``:`` is ``-`` in file names, as :func:`prolas.bench.cells.cell_path` writes them)."""
     folder = folder / "cells" if (folder / "cells").is_dir() else folder
-    out = {}
-    for path in folder.glob(f"{dataset}__{method}__seed*.json"):
-        cell = json.loads(path.read_text())
-        out[int(cell["seed"])] = cell
-    return out
+    label = method.replace(":", "-")
+    cells = (json.loads(p.read_text()) for p in folder.glob(f"{dataset}__{label}__seed*.json"))
+    return {int(c["seed"]): c for c in cells}
 
 
 def variant_rows(
     reference: Path, variants: dict[str, Path], datasets: list[str], budget: int
 ) -> list[dict]:
-    """One row per (series, variant), the default (``reference``'s PROLAS cells) first."""
+    """One row per (series, variant), the default (``reference``'s PROLAS cells) first.
+
+    The BIC and fit statistics are :func:`prolas.bench.stats.summary_rows`' on each
+    variant's cells relabelled as a method, with ``reference``'s ``cks:change`` cells as
+    the CKS column; the mean test RMSE is added here."""
     rows = []
     for dataset in datasets:
-        cks = load(reference, dataset, REFERENCE)
+        cks = list(load(reference, dataset, REFERENCE).values())
         if not cks:
             raise SystemExit(f"no {REFERENCE} cell for {dataset} in {reference}")
-        target = float(cell_trace(next(iter(cks.values())), budget)[-1])
-        runs = {
-            "default": load(reference, dataset),
-            **{k: load(v, dataset) for k, v in variants.items()},
-        }
+        runs = {"default": load(reference, dataset)}
+        runs.update((name, load(folder, dataset)) for name, folder in variants.items())
         seeds = sorted(set.intersection(*(set(r) for r in runs.values())))
-        for name, cells in runs.items():
-            chosen = [cells[s] for s in seeds]
-            best = np.array([cell_trace(c, budget)[-1] for c in chosen])
-            fits = np.array([reach(cell_trace(c, budget), target) for c in chosen])
-            mean, se = mean_se(best)
+        cells = cks + [{**r[s], "method": name} for name, r in runs.items() for s in seeds]
+        stats = {r["method"]: r for r in summary_rows(cells, budget, reference=REFERENCE)}
+        for name, r in runs.items():
+            row = stats[name]
             rows.append(
                 {
                     "dataset": dataset,
                     "variant": name,
-                    "seeds": len(seeds),
-                    "cks_final": target,
-                    "best_mean": mean,
-                    "best_se": se,
-                    "fits_median": float(np.median(fits)),  # never = +inf counts
-                    "reached": int(np.isfinite(fits).sum()),
-                    "rmse_mean": float(np.mean([c["test"]["rmse"] for c in chosen])),
-                    "strategy_s": float(np.mean([c["strategy_seconds"] for c in chosen])),
+                    "seeds": row["seeds"],
+                    "cks_final": row["cks_final_bic"],
+                    "best_mean": row[f"best_at_{budget}_mean"],
+                    "best_se": row[f"best_at_{budget}_se"],
+                    "fits_median": row["evals_to_cks_median"],  # inf: most seeds never
+                    "reached": row["seeds"] - row["evals_to_cks_never"],
+                    "rmse_mean": float(np.mean([r[s]["test"]["rmse"] for s in seeds])),
+                    "strategy_s": row["strategy_seconds_per_seed"],
                 }
             )
     return rows
