@@ -545,12 +545,15 @@ def inherit_theta(
 ) -> np.ndarray:
     """Start ``model`` from a fitted related expression (``parent``, natural units).
 
-    Each term takes the variance and factor parameters of the parent term it shares
-    most factors with; a factor with no counterpart in that term takes the values of
-    the same kernel elsewhere in the parent, else its ``default``. Terms the parent
-    does not have start with a tenth of the default variance, so the parent's fit is
-    (almost) where the child starts. This is how CKS's ``S -> S + B`` or a PROLAS edit
-    reuses the work already done on ``S``.
+    A term the parent has too (the same factors) takes that term's variance and
+    factor parameters. Every other term takes the factor parameters of the parent term
+    it shares most factors with (a factor with no counterpart there takes the values
+    of the same kernel elsewhere in the parent, else its ``default``), and that term's
+    variance if no other child term has claimed it (``S -> S * B`` turns a term into
+    another); a term that only adds to the parent (``S -> S + B``) starts with a tenth
+    of the default variance. So when the child contains the parent's terms, the
+    parent's fit is (almost) where the child starts. This is how CKS's expansions or a
+    PROLAS edit reuse the work already done on ``S``.
     """
     theta = np.array(default, dtype=np.float64)
     if not parent.terms:
@@ -559,13 +562,26 @@ def inherit_theta(
     for term in parent.terms:
         for f in term.factors:
             anywhere.setdefault(f.kernel, f.params)
-    used: set[int] = set()
+    # first, the terms the parent has too claim their counterparts
+    parent_kinds = [sorted(f.kernel for f in pt.factors) for pt in parent.terms]
+    exact: dict[int, int] = {}
+    for i, names in enumerate(model.terms):
+        kinds = sorted(map(factor_kernel, names))
+        b = next(
+            (b for b, pk in enumerate(parent_kinds) if pk == kinds and b not in exact.values()),
+            None,
+        )
+        if b is not None:
+            exact[i] = b
+    used: set[int] = set(exact.values())
     for i, names in enumerate(model.terms):
         # the parent term sharing most factors; ties go to an unused term, then to
         # the one closest in size (so LIN*PER*SE + LIN*SE maps onto itself)
         affinity = [_term_affinity(names, pt, b in used) for b, pt in enumerate(parent.terms)]
-        best = max(range(len(parent.terms)), key=affinity.__getitem__)
+        best = exact.get(i, max(range(len(parent.terms)), key=affinity.__getitem__))
         source = parent.terms[best] if affinity[best][0] > 0 else None
+        # a claimed term lends its shape but not its variance: the child adds a term
+        adds = source is not None and i not in exact and best in used
         if source is not None:
             used.add(best)
         pool = list(source.factors) if source else []
@@ -581,7 +597,7 @@ def inherit_theta(
             if p.term != i:
                 continue
             if p.name == "variance":
-                if source is None:
+                if source is None or adds:
                     theta[k] = default[k] + math.log(0.1)
                 else:
                     v = source.variance * s ** (2 * names.count("LIN"))
@@ -687,8 +703,10 @@ def fit_gp(
 
     Args:
         init: fitted related expressions (natural units) whose hyperparameters start
-            the first restarts (:func:`inherit_theta`); a warm-started restart is
-            always polished, so the fit is never worse than its best warm start.
+            extra restarts (:func:`inherit_theta`). Every warm-started restart is
+            polished on top of the ``keep`` best cold ones, which are chosen as without
+            ``init``: the fit is never worse than its best warm start, nor than the
+            cold fit.
 
     Never raises for numerical trouble: if every restart fails after
     ``config.attempts`` fresh initialisations, the result has ``status="failed"`` and
@@ -747,9 +765,11 @@ def _fit_gp(
         ]
         score = np.array([ll if math.isfinite(ll) else -math.inf for _, ll in screened])
         order = [int(r) for r in np.argsort(-score, kind="stable") if math.isfinite(score[r])]
-        chosen = order[: config.keep]
-        chosen += [r for r in range(len(warm)) if r not in chosen and math.isfinite(score[r])]
-        # Phase 2: polish the most promising starts to convergence on all the data.
+        # Phase 2: polish to convergence on all the data the ``keep`` most promising
+        # random starts, chosen as if there were no warm starts, and every warm start
+        # besides: a warm fit is never worse than the cold one.
+        chosen = [r for r in order if r >= len(warm)][: config.keep]
+        chosen += [r for r in range(len(warm)) if math.isfinite(score[r])]
         polished = [
             _minimise(model, screened[r][0], y, config.max_iter, config.tolerance) for r in chosen
         ]
@@ -820,9 +840,10 @@ class GPScorer:
     config: FitConfig = FitConfig()
     threads: int | None = 1
 
-    def __call__(self, expr: Expression) -> Score:
+    def __call__(self, expr: Expression, init: Sequence[FitResult] = ()) -> Score:
+        """Fit ``expr``; ``init``: related fits to warm-start from (:func:`fit_gp`)."""
         if self.threads is not None and torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)  # small-N fits are fastest single-threaded
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumericsWarning)
-            return fit_gp(expr, self.dataset, self.config).to_score()
+            return fit_gp(expr, self.dataset, self.config, init=init or None).to_score()
