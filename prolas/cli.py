@@ -22,6 +22,7 @@ from prolas.limits import (
     FORECAST_MODELS,
     LENGTHSCALE_FLOOR,
     SEARCH_POINTS,
+    WARM_FITS,
 )
 
 EPILOG = """examples:
@@ -113,6 +114,14 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         help="PROLAS: model BIC with a GP on the decoded expressions with the optimal-"
         "transport kernel (ot, default: measured better) or on the latent point (latent, "
         "the paper's Algorithm 2)",
+    )
+    g.add_argument(
+        "--warm-fits",
+        action=argparse.BooleanOptionalAction,
+        default=WARM_FITS,
+        help="also start each new expression's fit from the fitted hyperparameters of the "
+        "best and of the most similar expression fitted so far (never worse than the "
+        f"random restarts alone; default {'on' if WARM_FITS else 'off'})",
     )
     g.add_argument(
         "--lengthscale-floor",
@@ -362,6 +371,13 @@ def _add_bench_parser(sub) -> None:
         help="search longer series on an evenly spaced thinning of this size (default 500)",
     )
     b.add_argument(
+        "--warm-fits",
+        action=argparse.BooleanOptionalAction,
+        default=WARM_FITS,
+        help="searches warm-start each fit from the best and the most similar expression "
+        f"fitted so far (as prolas fit --warm-fits; default {'on' if WARM_FITS else 'off'})",
+    )
+    b.add_argument(
         "--refit-full",
         action="store_true",
         help="extrapolation: re-optimise the best model on all training points when the "
@@ -441,6 +457,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         refit_full=args.refit_full,
         lengthscale_floor=args.lengthscale_floor,
+        warm_fits=args.warm_fits,
     )
     runner = bench.run_extrapolation if args.extrapolation else bench.run_bench
     res = runner(config, args.out, resume=args.resume, progress=not args.quiet, log=say)
@@ -599,6 +616,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         acq_opt=args.acq_opt,
         search_points=args.search_points,
         lengthscale_floor=args.lengthscale_floor,
+        warm_fits=args.warm_fits,
     )
     # after every check of the arguments: a rejected command leaves no output directory
     out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem

@@ -28,6 +28,10 @@ DEFAULT_CHECKPOINT = "change"
 #: 32.05 -> 27.40, 67.55 -> 59.80); the DESIGN reference fits are unchanged.
 LENGTHSCALE_FLOOR = 1.0
 
+#: Searches warm-start each fit from related fits (``--warm-fits``; measured in
+#: benchmarks/results/warm_fits/).
+WARM_FITS = False
+
 #: ``--forecast`` choices (:data:`prolas.report.forecast.FORECAST_METHODS` is this tuple).
 FORECAST_METHODS = ("best", "bma", "rolling")
 #: The forecast ``prolas fit --horizon`` writes: the BIC-weighted mixture of the top models.

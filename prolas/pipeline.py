@@ -51,6 +51,7 @@ def make_evaluator(
         budget=config.budget,
         executor=executor,
         on_result=on_result,
+        warm_fits=config.warm_fits,
     )
 
 

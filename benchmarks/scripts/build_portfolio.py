@@ -62,8 +62,8 @@ def main() -> None:
         for line in Path(path).read_text().splitlines():
             row = json.loads(line)
             fit = row["fit"]
-            if fit["status"] != "ok":
-                continue
+            if fit["status"] != "ok" or row.get("warm"):
+                continue  # a warm-started fit's BIC depends on its search's history
             n_points[name] = fit["n"]
             scores = bic.setdefault(row["expression"], {})
             scores[name] = max(fit["best"]["bic"], scores.get(name, -float("inf")))

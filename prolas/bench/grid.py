@@ -51,10 +51,10 @@ from prolas.bench.stats import (
 from prolas.data import Dataset
 from prolas.errors import DataError, ProlasError
 from prolas.gp import FitConfig, FitResult, GPScorer
-from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR, LENGTHSCALE_FLOOR
+from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR, LENGTHSCALE_FLOOR, WARM_FITS
 from prolas.pipeline import run_search
 from prolas.records import Evaluation, Score, SearchResult
-from prolas.search.cache import CachedScorer
+from prolas.search.cache import CachedScorer, warm_key
 from prolas.search.config import METHODS, SearchConfig
 from prolas.search.evaluator import Evaluator
 
@@ -159,6 +159,7 @@ class MethodSpec:
             change=self.change,
             search_points=0,  # benchmarks thin by max_points themselves (run_grid)
             lengthscale_floor=config.lengthscale_floor,
+            warm_fits=config.warm_fits,
         )
 
 
@@ -209,6 +210,7 @@ class BenchConfig:
         refit_full: extrapolation only; re-optimise the best model on all training
             points when the search ran on a thinning.
         lengthscale_floor: :attr:`prolas.gp.FitConfig.lengthscale_floor` of every fit.
+        warm_fits: :attr:`prolas.search.config.SearchConfig.warm_fits` of every search.
     """
 
     datasets: tuple[str, ...]
@@ -223,6 +225,7 @@ class BenchConfig:
     data_dir: str = "data"
     refit_full: bool = False
     lengthscale_floor: float = LENGTHSCALE_FLOOR
+    warm_fits: bool = WARM_FITS
 
     def __post_init__(self) -> None:
         if self.seeds < 1:
@@ -254,6 +257,7 @@ class BenchConfig:
             "refit_full": self.refit_full,
             # only when set, so that runs from before the option resume
             **({"lengthscale_floor": self.lengthscale_floor} if self.lengthscale_floor else {}),
+            **({"warm_fits": True} if self.warm_fits else {}),
         }
 
     def to_json(self) -> dict:
@@ -274,10 +278,10 @@ class TimedScorer:
         self.scorer = scorer
         self.seconds = 0.0
 
-    def __call__(self, expr) -> Score:
+    def __call__(self, expr, *init) -> Score:
         t = time.perf_counter()
         try:
-            return self.scorer(expr)
+            return self.scorer(expr, *init)
         finally:
             self.seconds += time.perf_counter() - t
 
@@ -322,7 +326,7 @@ def run_cell(
     """
     settings = search_config or spec.search_config(config, seed)
     timed = TimedScorer(scorer)
-    ev = Evaluator(timed, budget=settings.budget, on_result=on_result)
+    ev = Evaluator(timed, budget=settings.budget, on_result=on_result, warm_fits=settings.warm_fits)
     misses = getattr(scorer, "misses", 0)
     t0 = time.perf_counter()
     result, best = search(ev, dataset, settings)
@@ -623,9 +627,9 @@ class _MemoryCache:
         self.table: dict[str, Score] = {}
         self.misses = 0
 
-    def __call__(self, expr) -> Score:
-        key = str(expr)
+    def __call__(self, expr, init: tuple = ()) -> Score:
+        key = warm_key(expr, init)
         if key not in self.table:
             self.misses += 1
-            self.table[key] = self.scorer(expr)
+            self.table[key] = self.scorer(expr, init)
         return self.table[key]

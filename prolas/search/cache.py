@@ -11,6 +11,11 @@ comparison) and the grid costs only its distinct expressions.
 The evaluation count and the per-evaluation ``seconds`` recorded in a history are
 those of the original fit, so budgets and cost figures stay honest; wall-clock time
 of a cached benchmark run is *not* a measure of search cost.
+
+A warm-started fit (:class:`prolas.search.evaluator.Evaluator` ``warm_fits``) is a
+function of the expression *and* of the fits it started from, so its entry is keyed by
+both (:func:`warm_key`): the expression, then ``|warm:`` and a digest of the starting
+fits' parameters. A cold fit's key is the expression alone, as before.
 """
 
 from __future__ import annotations
@@ -25,7 +30,17 @@ from prolas.expr import Expression
 from prolas.gp import FitResult, GPScorer
 from prolas.records import Score
 
-__all__ = ["CachedScorer", "scorer_fingerprint"]
+__all__ = ["CachedScorer", "scorer_fingerprint", "warm_key"]
+
+
+def warm_key(expr: Expression | str, init: tuple = ()) -> str:
+    """Cache key of a fit of ``expr`` warm-started from the fits ``init``: the
+    expression alone without them, else with a SHA-256 (16 hex) of their parameters."""
+    if not init:
+        return str(expr)
+    blocks = [f.to_json() for f in init]
+    digest = hashlib.sha256(json.dumps(blocks, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{expr}|warm:{digest}"
 
 
 def scorer_fingerprint(scorer: GPScorer) -> str:
@@ -40,7 +55,8 @@ def scorer_fingerprint(scorer: GPScorer) -> str:
 class CachedScorer:
     """Wrap a :class:`GPScorer` with an append-only JSONL cache at ``path``.
 
-    Each line: ``{"key": fingerprint, "expression": ..., "fit": FitResult fields}``.
+    Each line: ``{"key": fingerprint, "expression": ..., "fit": FitResult fields}``,
+    plus ``"warm": digest`` for a warm-started fit (:func:`warm_key`).
     Lines of other fingerprints (other data or settings) are ignored, so one file can
     serve several data sets. A torn last line is skipped.
     """
@@ -60,24 +76,27 @@ class CachedScorer:
                 except json.JSONDecodeError:
                     continue  # a torn final line from an interrupted run
                 if row.get("key") == self.key:
-                    self._table[row["expression"]] = _fit_from_row(row["fit"])
+                    key = row["expression"] + (f"|warm:{row['warm']}" if row.get("warm") else "")
+                    self._table[key] = _fit_from_row(row["fit"])
 
-    def __call__(self, expr: Expression) -> Score:
-        key = str(expr)
+    def __call__(self, expr: Expression, init: tuple = ()) -> Score:
+        key = warm_key(expr, init)
         with self._lock:
             hit = self._table.get(key)
         if hit is not None:
             self.hits += 1
             return hit.to_score()
         self.misses += 1
-        score = self.scorer(expr)
+        score = self.scorer(expr, init)
         fit = score.fit
         if isinstance(fit, FitResult):
             with self._lock:
                 self._table[key] = fit
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 with open(self.path, "a", encoding="utf-8") as fh:
-                    row = {"key": self.key, "expression": key, "fit": _fit_to_row(fit)}
+                    row = {"key": self.key, "expression": str(expr), "fit": _fit_to_row(fit)}
+                    if key != str(expr):
+                        row["warm"] = key.rsplit("|warm:", 1)[1]
                     fh.write(json.dumps(row) + "\n")
                     fh.flush()
                     os.fsync(fh.fileno())

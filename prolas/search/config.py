@@ -22,6 +22,7 @@ from prolas.limits import (
     LATENT_SURROGATES,
     LENGTHSCALE_FLOOR,
     SEARCH_POINTS,
+    WARM_FITS,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,6 +64,9 @@ class SearchConfig:
             all points (:func:`prolas.pipeline.refit`); 0 searches on all points.
         lengthscale_floor: SE and RQ lengthscales of every fit are at least this many
             median input spacings (:attr:`prolas.gp.FitConfig.lengthscale_floor`).
+        warm_fits: each new expression's fit also starts from the fitted
+            hyperparameters of the best and of the most similar expression evaluated
+            so far (:func:`prolas.search.evaluator.related_fits`).
     """
 
     method: str = "prolas"
@@ -81,6 +85,7 @@ class SearchConfig:
     warm_start: int = INITIAL_DESIGN
     search_points: int = SEARCH_POINTS
     lengthscale_floor: float = LENGTHSCALE_FLOOR
+    warm_fits: bool = WARM_FITS
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:

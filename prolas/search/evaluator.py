@@ -7,6 +7,16 @@ enforces the budget. Strategies are therefore comparable evaluation for evaluati
 The scoring function is pluggable: :class:`prolas.gp.GPScorer` fits a GP and
 returns its BIC; tests use a cheap synthetic table of scores.
 
+Warm-started fits (``warm_fits=True``, the default of ``prolas fit``): besides its own
+random restarts, each new expression is also started from the fitted hyperparameters
+of two expressions already evaluated (:func:`related_fits`): the best so far and the
+one sharing most additive terms with it (for CKS usually the parent it expands, for
+PROLAS the expression the decoder moved away from). The scorer is then called as
+``scorer(expr, init)``. A warm-started fit is never worse than the cold one
+(:func:`prolas.gp.fit_gp`), but it depends on the history, not on the expression
+alone; the sources are taken from the history before a batch starts, so a batch
+fitted in parallel gives the same results as one fitted in sequence.
+
 Every score passes :func:`checked_score` before it enters the history: an ``"ok"``
 score whose BIC or log-likelihood, or whose attached fit (its ``to_json()`` block:
 terms, factors, noise variance), holds a number that is not finite becomes a failed
@@ -36,6 +46,7 @@ from prolas.records import Evaluation, Score, SearchResult, first_non_finite, on
 
 __all__ = [
     "checked_score",
+    "related_fits",
     "Scorer",
     "Evaluator",
     "TableScorer",
@@ -130,9 +141,32 @@ def checked_score(score: Any, expr: Expression) -> Score:
 
 
 class Scorer(Protocol):
-    """A callable that scores an expression (must be picklable for process pools)."""
+    """A callable that scores an expression (must be picklable for process pools).
+
+    With warm-started fits (:class:`Evaluator` ``warm_fits``) it is called as
+    ``scorer(expr, init)``, ``init`` a tuple of related fitted models to start from.
+    """
 
     def __call__(self, expr: Expression) -> Score: ...
+
+
+def _term_overlap(a: Expression, b: Expression) -> float:
+    """Jaccard similarity of the expanded additive terms of two expressions."""
+    ta, tb = set(a.terms), set(b.terms)
+    return len(ta & tb) / max(len(ta | tb), 1)
+
+
+def related_fits(expr: Expression, history: Sequence[Evaluation]) -> tuple[Any, ...]:
+    """The fitted models to warm-start ``expr`` from: that of the best evaluation so
+    far and that of the evaluation sharing the largest fraction of additive terms with
+    ``expr`` (Jaccard; ties to the higher BIC), the same one at most once. Only
+    successful evaluations that carry a fitted model count; ``()`` if there are none."""
+    fitted = [e for e in history if e.ok and e.fit is not None and e.expression != str(expr)]
+    if not fitted:
+        return ()
+    best = max(fitted, key=lambda e: e.bic)
+    near = max(fitted, key=lambda e: (_term_overlap(expr, parse(e.expression)), e.bic))
+    return (best.fit,) if near is best else (best.fit, near.fit)
 
 
 @dataclass(frozen=True)
@@ -147,7 +181,7 @@ class TableScorer:
     default: float = -100.0
     fail: frozenset[str] = frozenset()
 
-    def __call__(self, expr: Expression) -> Score:
+    def __call__(self, expr: Expression, init: tuple = ()) -> Score:
         key = str(expr)
         if key in self.fail:
             return Score.failed(expr, "synthetic failure")
@@ -173,6 +207,8 @@ class Evaluator:
             update a progress bar or append to a journal).
         retries: how many times a fit whose worker *raised* or died is resubmitted
             before the evaluation is recorded as failed.
+        warm_fits: call the scorer as ``scorer(expr, related_fits(expr, history))``
+            (module docstring).
 
     Parallel batches are deterministic: results may arrive in any order, but the
     history, the indices and the ``on_result`` calls follow the proposal order.
@@ -195,6 +231,7 @@ class Evaluator:
         executor: Executor | None = None,
         on_result: Callable[[Evaluation], None] | None = None,
         retries: int = 1,
+        warm_fits: bool = False,
     ) -> None:
         if budget < 1:
             raise ValueError("budget must be >= 1")
@@ -205,6 +242,7 @@ class Evaluator:
         self.executor = executor
         self.on_result = on_result
         self.retries = retries
+        self.warm_fits = bool(warm_fits)
         self.history: list[Evaluation] = []
         self._cache: dict[str, Evaluation] = {}
         self._replay: dict[str, Evaluation] = {}  # preloaded, not yet re-proposed
@@ -364,13 +402,17 @@ class Evaluator:
         def emit(i: int, score: Any) -> None:
             raw_emit(i, checked_score(score, exprs[i]))
 
+        # warm starts come from the history before the batch (module docstring)
+        args = [(related_fits(e, self.history),) if self.warm_fits else () for e in exprs]
         if self.executor is None:
             for i, e in enumerate(exprs):
-                emit(i, self._call_safely(e))
+                emit(i, self._call_safely(e, args[i]))
             return
-        self._run_on_executor(exprs, emit)
+        self._run_on_executor(exprs, args, emit)
 
-    def _run_on_executor(self, exprs: list[Expression], emit: Callable[[int, Score], None]) -> None:
+    def _run_on_executor(
+        self, exprs: list[Expression], args: list[tuple], emit: Callable[[int, Score], None]
+    ) -> None:
         """Submit the whole batch, collect in proposal order, retry faults (class docstring)."""
         n = len(exprs)
         scores: dict[int, Score] = {}
@@ -393,10 +435,12 @@ class Evaluator:
                 futures = {}
                 for i in group:
                     try:
-                        futures[i] = self.executor.submit(self.scorer, exprs[i])
+                        futures[i] = self.executor.submit(self.scorer, exprs[i], *args[i])
                     except Exception as exc:  # executor cannot take work: fit in-process
                         scores[i] = self._call_safely(
-                            exprs[i], note=f"executor unavailable ({type(exc).__name__}); "
+                            exprs[i],
+                            args[i],
+                            note=f"executor unavailable ({type(exc).__name__}); ",
                         )
                 for i, fut in futures.items():
                     try:
@@ -414,10 +458,10 @@ class Evaluator:
             shared_breaks += broke
         flush()
 
-    def _call_safely(self, expr: Expression, note: str = "") -> Score:
+    def _call_safely(self, expr: Expression, args: tuple = (), note: str = "") -> Score:
         t0 = time.perf_counter()
         try:
-            return self.scorer(expr)
+            return self.scorer(expr, *args)
         except Exception as exc:  # the scorer must never crash the search: record the reason
             return Score.failed(expr, _exception_reason(exc, note), time.perf_counter() - t0)
 

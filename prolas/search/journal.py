@@ -117,6 +117,8 @@ def fingerprint(dataset: Dataset, config: SearchConfig) -> dict[str, Any]:
         "seed": int(config.seed),
         "fit": config.fit_config.key(),
     }
+    if config.warm_fits:  # absent when off, so journals of cold searches still resume
+        fp["warm_fits"] = True
     from prolas.search.config import search_data
 
     searched = search_data(dataset, config).n
