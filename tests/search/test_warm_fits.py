@@ -150,3 +150,26 @@ def test_journal_fingerprint_tells_warm_from_cold_searches(planted_se_per) -> No
     cold = fingerprint(planted_se_per, SearchConfig(method="cks", warm_fits=False))
     warm = fingerprint(planted_se_per, SearchConfig(method="cks", warm_fits=True))
     assert "warm_fits" not in cold and warm["warm_fits"] is True
+
+
+def test_cli_warm_fits_in_parallel_equal_sequential_and_resume_checks_it(tmp_path, capsys) -> None:
+    from conftest import ROOT
+
+    from prolas.cli import main
+    from prolas.report import validate_result_json
+
+    airline = str(ROOT / "data" / "airline.csv")
+    args = ["fit", airline, "--search", "cks", "--budget", "8", "--restarts", "2", "--quiet"]
+    docs = []
+    for name, extra in (("seq", ["--workers", "1"]), ("par", ["--workers", "2"])):
+        out = tmp_path / name
+        assert main([*args, "--warm-fits", *extra, "--out", str(out)]) == 0
+        doc = json.loads((out / "result.json").read_text())
+        validate_result_json(doc)
+        docs.append([(h["expression"], h["bic"]) for h in doc["history"]])
+    capsys.readouterr()
+    assert docs[0] == docs[1] and len(docs[0]) == 8
+    # a journal of a warm search does not resume as a cold one
+    code = main([*args, "--no-warm-fits", "--resume", "--out", str(tmp_path / "seq")])
+    err = capsys.readouterr().err
+    assert code != 0 and "warm_fits" in err and len(err.strip().splitlines()) == 1
