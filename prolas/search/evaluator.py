@@ -7,12 +7,12 @@ enforces the budget. Strategies are therefore comparable evaluation for evaluati
 The scoring function is pluggable: :class:`prolas.gp.GPScorer` fits a GP and
 returns its BIC; tests use a cheap synthetic table of scores.
 
-Warm-started fits (``warm_fits=True``; ``prolas fit --warm-fits``, off by default:
-``benchmarks/results/warm_fits/``): besides its own
-random restarts, each new expression is also started from the fitted hyperparameters
-of two expressions already evaluated (:func:`related_fits`): the best so far and the
-one sharing most additive terms with it (for CKS usually the parent it expands, for
-PROLAS the expression the decoder moved away from). The scorer is then called as
+Warm-started fits (``warm_fits=True``; ``prolas fit --warm-fits``, off by default, see
+``benchmarks/results/warm_fits/``): besides its own random restarts, each new expression
+is also started from the fitted hyperparameters of two expressions already evaluated
+(:func:`related_fits`): the best so far and the one sharing most additive terms with it
+(for CKS usually the parent it expands, for PROLAS the expression the decoder moved away
+from). The scorer is then called as
 ``scorer(expr, init)``. A warm-started fit is never worse than the cold one
 (:func:`prolas.gp.fit_gp`), but it depends on the history, not on the expression
 alone; the sources are taken from the history before a batch starts, so a batch
