@@ -26,9 +26,9 @@ import numpy as np
 
 from prolas.data import load_csv
 from prolas.expr import parse
-from prolas.gp import FitConfig, fit_gp
+from prolas.gp import FitConfig, GPScorer, fit_gp
 from prolas.records import Evaluation
-from prolas.search.cache import _fit_from_row
+from prolas.search.cache import CachedScorer
 from prolas.search.evaluator import related_fits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,17 +42,16 @@ def probe(dataset: str, seed: int, n_init: int = 10) -> list[dict]:
     ds = load_csv(ROOT / "data" / f"{dataset}_train.csv")
     if ds.n > MAX_POINTS:
         ds = ds.thinned(MAX_POINTS)
-    cache = {}
-    for line in (GRID / "fits" / f"{dataset}.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        if not row.get("warm"):
-            cache[row["expression"]] = _fit_from_row(row["fit"])
+    # the grid's fit cache, read only (lookup never fits); its fingerprint must match
+    cache = CachedScorer(GPScorer(ds, CONFIG), GRID / "fits" / f"{dataset}.jsonl")
     cell = json.loads((GRID / "cells" / f"{dataset}__prolas__seed{seed}.json").read_text())
     history: list[Evaluation] = []
     rows = []
     for h in cell["history"]:
         expr = h["expression"]
-        committed = cache[expr]
+        committed = cache.lookup(expr)
+        if committed is None:
+            raise SystemExit(f"{dataset}: {expr} is not in the grid's fit cache at these settings")
         if committed.ok and len(history) >= n_init:
             sources = related_fits(parse(expr), history)
             t0 = time.perf_counter()

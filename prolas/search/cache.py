@@ -33,14 +33,22 @@ from prolas.records import Score
 __all__ = ["CachedScorer", "scorer_fingerprint", "warm_key"]
 
 
+def _warm_digest(init: tuple) -> str | None:
+    """SHA-256 (16 hex) of the parameters of the fits ``init``; ``None`` without any."""
+    if not init:
+        return None
+    blocks = [f.to_json() for f in init]
+    return hashlib.sha256(json.dumps(blocks, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def warm_key(expr: Expression | str, init: tuple = ()) -> str:
     """Cache key of a fit of ``expr`` warm-started from the fits ``init``: the
-    expression alone without them, else with a SHA-256 (16 hex) of their parameters."""
-    if not init:
-        return str(expr)
-    blocks = [f.to_json() for f in init]
-    digest = hashlib.sha256(json.dumps(blocks, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{expr}|warm:{digest}"
+    expression alone without them, else with a digest of their parameters."""
+    return _key(expr, _warm_digest(init))
+
+
+def _key(expr: Expression | str, digest: str | None) -> str:
+    return str(expr) if digest is None else f"{expr}|warm:{digest}"
 
 
 def scorer_fingerprint(scorer: GPScorer) -> str:
@@ -76,11 +84,17 @@ class CachedScorer:
                 except json.JSONDecodeError:
                     continue  # a torn final line from an interrupted run
                 if row.get("key") == self.key:
-                    key = row["expression"] + (f"|warm:{row['warm']}" if row.get("warm") else "")
+                    key = _key(row["expression"], row.get("warm"))
                     self._table[key] = _fit_from_row(row["fit"])
 
+    def lookup(self, expr: Expression | str, init: tuple = ()) -> FitResult | None:
+        """The cached fit of ``expr`` (warm-started from ``init``), without fitting."""
+        with self._lock:
+            return self._table.get(warm_key(expr, init))
+
     def __call__(self, expr: Expression, init: tuple = ()) -> Score:
-        key = warm_key(expr, init)
+        digest = _warm_digest(init)
+        key = _key(expr, digest)
         with self._lock:
             hit = self._table.get(key)
         if hit is not None:
@@ -95,8 +109,8 @@ class CachedScorer:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 with open(self.path, "a", encoding="utf-8") as fh:
                     row = {"key": self.key, "expression": str(expr), "fit": _fit_to_row(fit)}
-                    if key != str(expr):
-                        row["warm"] = key.rsplit("|warm:", 1)[1]
+                    if digest is not None:
+                        row["warm"] = digest
                     fh.write(json.dumps(row) + "\n")
                     fh.flush()
                     os.fsync(fh.fileno())

@@ -7,11 +7,14 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from conftest import ROOT
 
+from prolas.cli import main
 from prolas.data import Dataset
 from prolas.expr import parse
 from prolas.gp import FitConfig, GPScorer, fit_gp
 from prolas.records import Evaluation, Score
+from prolas.report import validate_result_json
 from prolas.search.cache import CachedScorer, warm_key
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator, related_fits
@@ -144,6 +147,9 @@ def test_cached_scorer_keys_warm_fits_by_their_sources(tmp_path, planted_se_per)
     assert again(parse("PER + SE"), (source,)).log_likelihood == warm.log_likelihood
     assert again(parse("PER + SE")).log_likelihood == cold.log_likelihood
     assert again.misses == 0 and again.hits == 2
+    # lookup reads the cache without fitting: a fit never made is None
+    assert again.lookup("PER + SE", (source,)).log_likelihood == warm.log_likelihood
+    assert again.lookup("PER*SE") is None and again.misses == 0
 
 
 def test_journal_fingerprint_tells_warm_from_cold_searches(planted_se_per) -> None:
@@ -153,11 +159,6 @@ def test_journal_fingerprint_tells_warm_from_cold_searches(planted_se_per) -> No
 
 
 def test_cli_warm_fits_in_parallel_equal_sequential_and_resume_checks_it(tmp_path, capsys) -> None:
-    from conftest import ROOT
-
-    from prolas.cli import main
-    from prolas.report import validate_result_json
-
     airline = str(ROOT / "data" / "airline.csv")
     args = ["fit", airline, "--search", "cks", "--budget", "8", "--restarts", "2", "--quiet"]
     docs = []
