@@ -23,6 +23,7 @@ from prolas.limits import EXACT_REFIT_LIMIT, SEARCH_POINTS
 from prolas.records import Evaluation, SearchResult
 from prolas.search.config import SearchConfig, search_data
 from prolas.search.evaluator import Evaluator
+from prolas.search.executors import strategy_threads
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.search.journal import Journal
@@ -111,7 +112,8 @@ def run_strategy(
     until its budget is spent or it stops, with no subsample and no final fit (as
     :func:`run_search` adds). ``dataset`` may be None for a scorer without data (a
     synthetic test scorer) unless the strategy needs the data (PROLAS's VAE training)."""
-    return STRATEGIES[config.method](ev, dataset, config, log or (lambda s: None))
+    with strategy_threads():  # the same path whatever the thread count (see there)
+        return STRATEGIES[config.method](ev, dataset, config, log or (lambda s: None))
 
 
 def refit(fit: FitResult, dataset: Dataset, config: SearchConfig) -> FitResult:

@@ -110,3 +110,30 @@ def test_an_evaluator_on_other_points_than_the_search_is_refused() -> None:
     ev = Evaluator(GPScorer(search_data(ds, config), FitConfig(restarts=1)), 2)
     result, best = run_search(ds, config, evaluator=ev)
     assert result.evaluations == 2 and best.n == 500
+
+
+def test_every_strategy_runs_on_one_torch_thread_and_the_count_is_restored() -> None:
+    """A strategy's rounding, and with it the order of exactly tied candidates, must not
+    depend on torch's thread count (tests/bench/test_acquisition_trace_script.py shows
+    the path that changed with it); the caller's count comes back afterwards."""
+    import torch
+
+    from prolas.pipeline import run_strategy
+    from prolas.search.evaluator import Evaluator, TableScorer
+
+    seen: list[int] = []
+    table = TableScorer({"LIN + PER": 5.0}, default=0.0)
+
+    def scorer(expr, *init):
+        seen.append(torch.get_num_threads())
+        return table(expr)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for method in ("cks", "random"):
+            run_strategy(Evaluator(scorer, budget=6), None, SearchConfig(method=method, budget=6))
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert len(seen) == 12 and set(seen) == {1}
