@@ -513,6 +513,9 @@ class _ExpressionGP:
         self.model = StructuralSurrogate("ot", grammar)  # keeps the distance cache
         self.hypers: dict | None = None  # of the last fit, to warm-start the next
         self.data: tuple[list[str], list[float]] = ([], [])
+        #: the last step's candidates, highest LogEI first: (expression, predicted BIC,
+        #: its standard deviation, LogEI); for diagnostics (benchmarks/scripts/acquisition_trace.py)
+        self.last_ranking: list[tuple[str, float, float, float]] = []
 
     def propose(self, search: _LatentSearch) -> torch.Tensor | None:
         """Take the search's data (None if fewer than two distinct expressions or all
@@ -558,12 +561,19 @@ class _ExpressionGP:
                 x = self.model.encode_expressions([e for _, e in cands])
                 mean, var = fit.predict(x, joint=False)
                 size = torch.tensor([e.n_params for _, e in cands], dtype=mean.dtype)
-                vals = log_ei(mean - half_log_n * size, var, max(ys))
+                bic = mean - half_log_n * size
+                vals = log_ei(bic, var, max(ys))
             except Exception:  # a surrogate failure must not end the search
                 search.stats["surrogate_failures"] += 1
                 self.hypers = None
+                self.last_ranking = []
                 return None
-        return [cands[i] for i in torch.argsort(vals, descending=True)[:k].tolist()]
+        order = torch.argsort(vals, descending=True).tolist()
+        sd = var.sqrt()
+        self.last_ranking = [
+            (str(cands[i][1]), float(bic[i]), float(sd[i]), float(vals[i])) for i in order
+        ]
+        return [cands[i] for i in order[:k]]
 
 
 def search_prolas(
