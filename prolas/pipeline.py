@@ -23,7 +23,7 @@ from prolas.limits import EXACT_REFIT_LIMIT, SEARCH_POINTS
 from prolas.records import Evaluation, SearchResult
 from prolas.search.config import SearchConfig, search_data
 from prolas.search.evaluator import Evaluator
-from prolas.search.executors import strategy_threads
+from prolas.threads import torch_threads
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.search.journal import Journal
@@ -112,7 +112,13 @@ def run_strategy(
     until its budget is spent or it stops, with no subsample and no final fit (as
     :func:`run_search` adds). ``dataset`` may be None for a scorer without data (a
     synthetic test scorer) unless the strategy needs the data (PROLAS's VAE training)."""
-    with strategy_threads():  # the same path whatever the thread count (see there)
+    # One torch thread: a strategy's own numerics (surrogate fits, acquisition values,
+    # VAE decoding) round differently with other thread counts, and exactly tied
+    # candidates (the OT distance's twins CW(SE, PER) and CW(PER, SE)) were then ordered
+    # differently, so the same seed took another path with fits in worker processes,
+    # from a cache or after a resume than in-process (where GPScorer sets one thread).
+    # The strategies' tensors are small (~50 x 50 surrogates, ~2 000 x d decodes).
+    with torch_threads(1):
         return STRATEGIES[config.method](ev, dataset, config, log or (lambda s: None))
 
 

@@ -55,6 +55,7 @@ from prolas.encoding import (
 from prolas.errors import CheckpointError, GrammarError
 from prolas.expr import Expression
 from prolas.grammar import OPERATIONS, Grammar, Sequence, sequence_expression
+from prolas.threads import torch_threads
 
 __all__ = [
     "VAEConfig",
@@ -818,12 +819,8 @@ def resolve_vae(
             f"(latent dim {vcfg.latent_dim}, {QUICK_VAE_SAMPLES} grammar draws, "
             f"<= {vcfg.epochs} epochs)"
         )
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # measured: 2 threads on a busy 2-core machine is 10x slower
-        try:
+        with torch_threads(1):  # measured: 2 threads on a busy 2-core machine is 10x slower
             trained = train_kgvae(g, vcfg, x=train_x, n_samples=QUICK_VAE_SAMPLES, progress=False)
-        finally:
-            torch.set_num_threads(threads)
         q = trained.metadata.get("quality", {})
         log(
             f"trained KG-VAE in {time.perf_counter() - t0:.0f} s "

@@ -98,6 +98,7 @@ from prolas.gp.fit import (
     theta_to_natural,
 )
 from prolas.gp.gram import parameter_layout
+from prolas.threads import torch_threads
 
 __all__ = [
     "DEFAULT_INDUCING",
@@ -406,12 +407,8 @@ def _threads(m: int, n: int) -> Iterator[None]:
     if float(m) * m * n > SMALL_WORK:
         yield
         return
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def _chunks(n: int, size: int = CHUNK):

@@ -48,7 +48,6 @@ __all__ = [
     "ProcessPool",
     "ExecutorError",
     "SMALL_JOB",
-    "strategy_threads",
 ]
 
 #: Searches with at most this many evaluations run in-process by default: starting a
@@ -88,29 +87,6 @@ def default_workers(method: str, batch: int, budget: int, cores: int | None = No
         return 1
     width = cores if method == "cks" else min(batch, cores)
     return max(1, width)
-
-
-@contextlib.contextmanager
-def strategy_threads() -> Iterator[None]:
-    """Run a search strategy with one torch thread (the previous count restored after).
-
-    A strategy's own numerics (surrogate fits, acquisition values, VAE decoding) round
-    differently with different thread counts, and exactly tied candidates (e.g. the OT
-    distance's twins ``CW(SE, PER)`` and ``CW(PER, SE)``) are then ordered differently.
-    In-process fits set one thread (:class:`prolas.gp.GPScorer`) and benchmark grids run
-    single-threaded, but with fits in worker processes, cache hits or a resumed journal
-    the main process kept torch's default: the same seed could take another path. One
-    thread gives every run the path of the grid. The strategies' tensors are small
-    (~50 x 50 surrogates, ~2 000 x d decodes), so nothing is lost.
-    """
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _pin_threads(threads: int) -> None:

@@ -20,7 +20,7 @@ def test_trace_reproduces_the_committed_cell_whatever_the_thread_count() -> None
     # temperature seed 0 meets an exact tie at its 27th fit: the OT distance's twins
     # CW(SE, PER) and CW(PER, SE) have equal predictions, and which comes first depended
     # on the rounding of the surrogate, i.e. on torch's thread count. The grid ran with
-    # one thread; every strategy now does (prolas.search.executors.strategy_threads).
+    # one thread; every strategy now does (prolas.pipeline.run_strategy).
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
