@@ -45,7 +45,9 @@ Evaluator's). Deterministic for a seed: the whole search runs under
 ``torch.random.fork_rng`` seeded with the seed (``optimize_acqf`` draws its raw samples
 from the torch RNG) plus a numpy generator. Surrogates are fitted and acquisitions
 evaluated under :func:`prolas.surrogates.model.dense_numerics` (float64, dense
-Cholesky), whatever ``import botorch`` set globally.
+Cholesky), whatever ``import botorch`` set globally, and on one torch thread
+(:func:`prolas.pipeline.run_strategy`): candidates with exactly equal predictions (the
+OT distance's twins, e.g. ``CW(SE, PER)`` and ``CW(PER, SE)``) are ordered by rounding.
 
 The measurements behind these choices (OT vs latent surrogate, exact penalty, pool) and
 the variants tried and left out (grammar-sampled initial design, trust region, outcome
