@@ -13,8 +13,6 @@ refit), so its history is the committed cell's. Scores come from a copy of the g
 cache (``--grid``/fits/<series>.jsonl): a search the grid ran costs no fits.
 
     python benchmarks/scripts/acquisition_trace.py temperature 0 --watch "PER,C + PER"
-
-Environment: ``PROLAS_VARIANT`` is not read here; trace a variant from its own checkout.
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ from pathlib import Path
 
 from prolas.bench.cells import load_series, thin
 from prolas.bench.grid import BenchConfig, MethodSpec, cached_scorer, run_cell
+from prolas.pipeline import run_strategy
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator
 
@@ -93,8 +92,6 @@ def trace(
 
 def _search_only(ev: Evaluator, dataset, config: SearchConfig):
     """The grid's search without the final fit of its best model."""
-    from prolas.pipeline import run_strategy
-
     return run_strategy(ev, dataset, config), None
 
 
