@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from prolas.data import Dataset
 from prolas.errors import ProlasError
-from prolas.gp import FitResult, GPScorer, fit_gp
+from prolas.gp import FitResult, GPScorer, fit_gp, hold_unseen_transitions
 from prolas.limits import EXACT_REFIT_LIMIT, SEARCH_POINTS
 from prolas.records import Evaluation, SearchResult
 from prolas.search.config import SearchConfig, search_data
@@ -99,6 +99,8 @@ def run_search(
         if log:
             log(f"refitting {best.expression} on all {dataset.n} points")
         best = refit(best, dataset, config)
+    if best is not None:  # a fit replayed from an older journal may predate the rule
+        best = hold_unseen_transitions(best, dataset)
     return result, best
 
 

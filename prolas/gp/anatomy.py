@@ -32,7 +32,7 @@ import torch
 
 from prolas.data import Dataset
 from prolas.expr import CHANGE_OPERATORS, parse
-from prolas.gp.fit import DTYPE, FitResult, natural_covar_module, term_factors
+from prolas.gp.fit import DTYPE, HELD_SPANS, FitResult, natural_covar_module, term_factors
 from prolas.gp.predict import decompose
 
 __all__ = [
@@ -167,10 +167,16 @@ class FitChange:
         return b if side == 1 else 1.0 - b
 
 
-def fit_changes(fit: FitResult) -> list[FitChange]:
+def fit_changes(fit: FitResult, dataset: Dataset | None = None) -> list[FitChange]:
     """The change operators of a fitted model, in group order, with their fitted
     parameters (read from the first factor that carries each group; the fit ties them)
-    and the terms on each side. Empty for a model without change operators."""
+    and the terms on each side. Empty for a model without change operators.
+
+    With ``dataset`` (the data the model was fitted on), a transition held off because
+    the data cannot see it (:func:`prolas.gp.fit.hold_unseen`: at least ``HELD_SPANS``
+    spans beyond the data, or half that, for one moved before the rule existed) is
+    reported at ``+inf`` or ``-inf``: it never happens on the data or in forecasts.
+    """
     if not fit.ok or not fit.terms:
         return []
     expr = parse(fit.expression)
@@ -188,8 +194,22 @@ def fit_changes(fit: FitResult) -> list[FitChange]:
                     on.append(i)
                     params = params or dict(term.factors[names.index(name)].params)
             sides.append(tuple(on))
+        if dataset is not None:
+            params = {k: _held(k, v, dataset) for k, v in params.items()}
         out.append(FitChange(group.op, group.index, params, (sides[0], sides[1])))
     return out
+
+
+def _held(name: str, value: float, dataset: Dataset) -> float:
+    """``value`` of shape parameter ``name``, or ``±inf`` for a held transition."""
+    if name == "width":
+        return value
+    far = 0.5 * HELD_SPANS * dataset.span
+    if value - float(dataset.x[-1]) >= far:
+        return math.inf
+    if float(dataset.x[0]) - value >= far:
+        return -math.inf
+    return value
 
 
 def term_conditions(changes: list[FitChange], n_terms: int) -> list[list[tuple[FitChange, int]]]:
@@ -214,7 +234,9 @@ def active_bounds(conds: list[tuple[FitChange, int]]):
     """A term's active range from its change factors: ``(lo, hi, outside)`` where
     ``lo``/``hi`` are ``(x, change)`` (the latest "after"/window start, the earliest
     "before"/window end; ``None`` if unbounded) and ``outside`` the windows it must lie
-    outside of. A bound implied by a tighter one (after 1966 and after 1974) is dropped."""
+    outside of. A bound implied by a tighter one (after 1966 and after 1974) is dropped,
+    and so is one at infinity on its own side (a held transition, :func:`fit_changes`):
+    ``lo = +inf`` or ``hi = -inf`` says the term is never on."""
     lo = hi = None
     outside: list[FitChange] = []
     for c, side in conds:
@@ -232,6 +254,8 @@ def active_bounds(conds: list[tuple[FitChange, int]]):
                 lo = (s, c)
             if hi is None or e < hi[0]:
                 hi = (e, c)
+    lo = None if lo is not None and lo[0] == -math.inf else lo
+    hi = None if hi is not None and hi[0] == math.inf else hi
     return lo, hi, outside
 
 

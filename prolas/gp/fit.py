@@ -68,6 +68,8 @@ __all__ = [
     "natural_covar_module",
     "term_factors",
     "theta_to_natural",
+    "hold_unseen",
+    "hold_unseen_transitions",
     "inherit_theta",
     "candidate_periods",
     "candidate_breaks",
@@ -493,6 +495,67 @@ class ParameterSpace(Protocol):
     params: tuple[ParamInfo, ...]
 
 
+#: A change operator's transition (its location, start or end) at least this many widths
+#: beyond the data puts a weight within 2e-9 of its limit on every input: the data cannot
+#: tell it from a transition at infinity, and the optimiser leaves it wherever it drifted.
+UNSEEN_WIDTHS = 20.0
+#: Such a transition is moved this many spans beyond the data (to the side it lies on),
+#: so that forecasts keep the regime the data end in instead of switching, at an
+#: arbitrary place, to one the data never saw.
+HELD_SPANS = 1e3
+
+
+def hold_unseen(shape: dict[str, float]) -> dict[str, float]:
+    """One change operator's shape parameters in scaled units (the data on ``t`` in
+    [0, 1]) with every transition the data cannot see moved ``HELD_SPANS`` beyond them.
+
+    A transition at ``l`` with width ``w`` is unseen when ``l - 1 >= UNSEEN_WIDTHS w``
+    (after the data) or ``-l >= UNSEEN_WIDTHS w`` (before them); it is moved to at least
+    ``1 + HELD_SPANS`` (at most ``-HELD_SPANS``). The likelihood does not change (the
+    weights on the data move by less than 2e-9); predictions beyond the data do: a
+    change-window whose end the data never reach stays open, a change-point after the
+    data never happens. Idempotent.
+    """
+    w = shape["width"]
+    held = dict(shape)
+    for name in ("location", "start", "end"):
+        if name not in held:
+            continue
+        v = held[name]
+        if v - 1.0 >= UNSEEN_WIDTHS * w:
+            held[name] = max(v, 1.0 + HELD_SPANS)
+        elif -v >= UNSEEN_WIDTHS * w:
+            held[name] = min(v, -HELD_SPANS)
+    return held
+
+
+def hold_unseen_transitions(fit: FitResult, dataset: Dataset) -> FitResult:
+    """``fit`` with the transitions its data cannot see held off (:func:`hold_unseen`,
+    the data on ``dataset``'s inputs); the same object when there are none.
+
+    New fits are held already (:func:`theta_to_natural`); this applies the rule to a fit
+    made before it, e.g. one read from a fit cache. Its log-likelihood and BIC are kept:
+    the weights on the data move by less than 2e-9.
+    """
+    if not fit.ok or dataset.span <= 0:
+        return fit
+    x0, s = float(dataset.x[0]), float(dataset.span)
+    terms, changed = [], False
+    for term in fit.terms:
+        factors = []
+        for f in term.factors:
+            if f.kernel in CHANGE_FACTORS:
+                scaled = {k: v / s if k == "width" else (v - x0) / s for k, v in f.params.items()}
+                held = hold_unseen(scaled)
+                moved = {k: x0 + s * v for k, v in held.items() if v != scaled[k]}
+                if moved:
+                    changed = True
+                    f = FactorFit(f.kernel, {**f.params, **moved})
+            factors.append(f)
+        terms.append(TermFit(term.variance, tuple(factors)))
+    return replace(fit, terms=tuple(terms)) if changed else fit
+
+
 def theta_to_natural(
     model: ParameterSpace, theta: np.ndarray, x0: float, s: float
 ) -> tuple[tuple[TermFit, ...], float]:
@@ -502,13 +565,17 @@ def theta_to_natural(
     ``(x - c)(x' - c) = s^2 (t - c_t)(t' - c_t)``, a term's variance is divided by
     ``s^2`` for every LIN factor it holds. PER's lengthscale is dimensionless. A change
     operator's location/start/end map like an offset, its width like a lengthscale;
-    its values are repeated in every factor that carries them (DESIGN.md).
+    its values are repeated in every factor that carries them (DESIGN.md). A transition
+    the data cannot see is held off first (:func:`hold_unseen`).
     """
-    changes: dict[int, dict[str, float]] = {}
+    scaled: dict[int, dict[str, float]] = {}
     for p, v in zip(model.params, theta):
         if p.group >= 0:
-            value = p.value(v)
-            changes.setdefault(p.group, {})[p.name] = value * s if p.log else x0 + s * value
+            scaled.setdefault(p.group, {})[p.name] = p.value(v)
+    changes = {
+        g: {k: v * s if k == "width" else x0 + s * v for k, v in hold_unseen(shape).items()}
+        for g, shape in scaled.items()
+    }
     terms = []
     for i, names in enumerate(model.terms):
         variance = 0.0

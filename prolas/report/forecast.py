@@ -430,7 +430,7 @@ def top_fits(
     fitted as :func:`prolas.pipeline.best_fit` does. Refits that fail are dropped.
     Returned in order of BIC on the searched points.
     """
-    from prolas.gp import fit_gp
+    from prolas.gp import fit_gp, hold_unseen_transitions
     from prolas.pipeline import refit
     from prolas.search.config import search_data
 
@@ -452,8 +452,8 @@ def top_fits(
                 fit = fit_gp(e.expression, searched, config.fit_config)
             if searched is not dataset and fit.ok:
                 fit = refit(fit, dataset, config)
-        if fit.ok:
-            out.append(fit)
+        if fit.ok:  # held: a fit from an older journal may predate the rule
+            out.append(hold_unseen_transitions(fit, dataset))
     return out
 
 

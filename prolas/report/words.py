@@ -98,6 +98,12 @@ def _at(v: float, dataset: Dataset, years: bool) -> str:
 
 def _window(c: FitChange, dataset: Dataset, years: bool) -> str:
     s, e = c.params["start"], c.params["end"]
+    if math.isinf(s) or math.isinf(e):  # held transitions (fit_changes)
+        if math.isinf(s) and math.isinf(e):
+            return "covering all x" if s < e else "that never opens"
+        if math.isinf(e):
+            return f"from ~{say_position(s, dataset, years)} on"
+        return f"up to ~{say_position(e, dataset, years)}"
     text = f"~{say_position(s, dataset, years)}-{say_position(e, dataset, years)}"
     return text + _outside(s, e, dataset)
 
@@ -267,6 +273,8 @@ def say_active_range(conds: list[tuple[FitChange, int]], dataset: Dataset, years
     ~1974.1'``, ``'... outside the change-window ~1971.2-1973.9'``
     (:func:`~prolas.gp.anatomy.active_bounds`)."""
     lo, hi, outside = active_bounds(conds)
+    if (lo is not None and lo[0] == math.inf) or (hi is not None and hi[0] == -math.inf):
+        return "never active: the change that would switch it on lies beyond the data"
 
     def name(bound, which: str) -> str:
         x, c = bound
@@ -305,11 +313,14 @@ def _inner_qualifier(
         if not h.terms < c.terms:  # not nested inside c
             continue
         if h.op == "CP":
+            if math.isinf(h.params["location"]):  # held: one side throughout
+                continue
             at = say_position(h.params["location"], dataset, years)
             words.append(f"from about {at}" if side == 1 else f"until about {at}")
         else:
-            win = _window(h, dataset, years)[1:]
-            words.append(f"{'inside' if side == 1 else 'outside'} the window about {win}")
+            win = _window(h, dataset, years)
+            where = f"about {win[1:]}" if win.startswith("~") else win
+            words.append(f"{'inside' if side == 1 else 'outside'} the window {where}")
     return f" ({', '.join(words)})" if words else ""
 
 
@@ -329,6 +340,37 @@ def _transition(c: FitChange, dataset: Dataset, years: bool, plural: bool = Fals
     return f"transitions over ~{_duration(w, years)}" if plural else f"over ~{_duration(w, years)}"
 
 
+def _describe_held(c: FitChange, a: str, b: str, dataset: Dataset, years: bool) -> str:
+    """The sentence for a change operator with a held transition (at ``±inf``: the data
+    cannot see it, so it never happens: :func:`prolas.gp.fit.hold_unseen`); ``''`` when
+    it has none."""
+    unseen = "lies too far beyond the data for them to see it"
+    if c.op == "CP":
+        loc = c.params["location"]
+        if loc == math.inf:
+            return f"A change-point from {a} to {b} {unseen}: {a} throughout, forecasts included."
+        if loc == -math.inf:
+            return f"A change-point from {a} to {b} {unseen}: {b} throughout."
+        return ""
+    s, e = c.params["start"], c.params["end"]
+    if not (math.isinf(s) or math.isinf(e)):
+        return ""
+    if s == math.inf or e == -math.inf or s >= e:
+        return f"A change-window of {b} {unseen}: {a} throughout, forecasts included."
+    how = _transition(c, dataset, years)
+    if math.isinf(s) and math.isinf(e):
+        return f"A change-window of {b} covers all the data and beyond: {b} throughout."
+    if math.isinf(e):
+        return (
+            f"From about {say_position(s, dataset, years)} ({how}), {b} replaces {a} to the "
+            f"end of the data, and forecasts continue {b}: the window's end {unseen}."
+        )
+    return (
+        f"Until about {say_position(e, dataset, years)} ({how}), {b} holds in place of {a}; "
+        f"the window's start {unseen}."
+    )
+
+
 def _describe_change(
     c: FitChange, nouns: list[str], conds: list[list], dataset: Dataset, years: bool
 ) -> str:
@@ -337,12 +379,16 @@ def _describe_change(
     CP: ``"From about 1973.4 (over ~0.80 years (9.6 months)), A gives way to B."``;
     CW: ``"Between about 1971.2 and 1973.9 (transitions over ~...), B replaces A."``,
     where A and B are the short phrases of the terms on each side. A change outside the
-    data is said so, with what the data (and forecasts) see.
+    data is said so, with what the data (and forecasts) see; so is a transition held off
+    because the data cannot see it (at ``±inf``, :func:`prolas.gp.anatomy.fit_changes`).
     """
     a, b = (
         _and([nouns[i] + _inner_qualifier(c, conds[i], dataset, years) for i in side]) or "nothing"
         for side in c.sides
     )
+    held = _describe_held(c, a, b, dataset, years)
+    if held:
+        return held
     x0, x1 = float(dataset.x[0]), float(dataset.x[-1])
     if c.op == "CP":
         loc = c.params["location"]
@@ -429,7 +475,7 @@ def describe_fit(fit: FitResult, dataset: Dataset) -> list[str]:
     years = in_years(dataset)
     shares, means = term_shares(fit, dataset)
     flats = flat_factors(fit, dataset)
-    changes = fit_changes(fit)
+    changes = fit_changes(fit, dataset)
     conds = term_conditions(changes, len(fit.terms))
     weights = [term_weight(cs, dataset.x) for cs in conds]
     off = [w is not None and float(w.max()) < _SETTLED for w in weights]

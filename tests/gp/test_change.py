@@ -17,7 +17,8 @@ from conftest import fit_from_params
 
 from prolas.data import Dataset
 from prolas.expr import CP, CW, LIN, PER, SE, C, parse
-from prolas.gp import FitResult, fit_gp, natural_covar_module
+from prolas.gp import FitResult, fit_gp, hold_unseen_transitions, natural_covar_module, predict
+from prolas.gp.fit import HELD_SPANS, hold_unseen
 from prolas.gp.gram import GramModel
 from prolas.report import validate_result_json
 from prolas.search.evaluator import Evaluator
@@ -341,3 +342,98 @@ def test_warm_start_keeps_each_change_operator_apart() -> None:
     assert len(want) == 2
     for a, b in zip(sorted(got), sorted(want)):
         np.testing.assert_allclose([v for _, v in a], [v for _, v in b], rtol=1e-9)
+
+
+# --- transitions the data cannot see ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape, moved",
+    [
+        ({"location": 1.0 + 25 * 0.01, "width": 0.01}, {"location": 1.0 + HELD_SPANS}),
+        ({"location": -25 * 0.01, "width": 0.01}, {"location": -HELD_SPANS}),
+        ({"location": 1.0 + 5 * 0.01, "width": 0.01}, {}),  # the data see its onset
+        ({"location": 2.0, "width": 0.5}, {}),  # a slow change under way in the data
+        ({"start": 0.4, "end": 1.0 + 30 * 0.02, "width": 0.02}, {"end": 1.0 + HELD_SPANS}),
+        ({"start": -1.0, "end": 0.6, "width": 0.01}, {"start": -HELD_SPANS}),
+        (
+            {"start": 3.0, "end": 4.0, "width": 0.01},
+            {"start": 1 + HELD_SPANS, "end": 1 + HELD_SPANS},
+        ),
+        ({"start": 0.2, "end": 0.6, "width": 0.01}, {}),
+        ({"location": 1.0 + 5 * HELD_SPANS, "width": 0.01}, {}),  # already further out
+    ],
+)
+def test_hold_unseen_moves_exactly_the_transitions_the_data_cannot_see(shape, moved) -> None:
+    held = hold_unseen(shape)
+    assert held == {**shape, **moved}
+    assert hold_unseen(held) == held  # idempotent
+
+
+def _window_open_at_the_end(seed: int = 0) -> Dataset:
+    """Nothing, then a sine with period 1 from 1970 to the end of the data (1975)."""
+    rng = np.random.default_rng(seed)
+    x = np.linspace(1960.0, 1975.0, 150)
+    y = np.where(x > 1970.0, np.sin(2 * np.pi * x), 0.0) + 0.05 * rng.normal(size=150)
+    return Dataset.from_arrays(x, y)
+
+
+def test_a_window_the_data_never_see_close_stays_open_in_forecasts() -> None:
+    ds = _window_open_at_the_end()
+    fit = fit_gp(parse("CW(C, PER)"), ds, restarts=8)
+    assert fit.ok, fit.error
+    window = fit.terms[0].factors[0].params
+    assert abs(window["start"] - 1970.0) < 0.02 * ds.span
+    # the optimiser cannot place the end (the data never see it): it is held off
+    assert window["end"] >= ds.x[-1] + HELD_SPANS * ds.span
+    # the written terms still give the reported log-likelihood (DESIGN formulas)
+    best = fit.to_json()
+    K = _numpy_covariance(best, ds.x) + best["noise_variance"] * np.eye(ds.n)
+    L = np.linalg.cholesky(K)
+    a = np.linalg.solve(L, ds.y_standardised)
+    ll = -0.5 * a @ a - np.log(np.diag(L)).sum() - 0.5 * ds.n * math.log(2 * math.pi)
+    assert ll == pytest.approx(fit.log_likelihood, abs=1e-6)
+    # forecasts continue the sine the data end in
+    x_new = np.linspace(1975.1, 1977.0, 40)
+    mean, _ = predict(fit, ds, x_new)
+    assert np.sqrt(np.mean((mean - np.sin(2 * np.pi * x_new)) ** 2)) < 0.2
+
+
+def test_holding_a_drifted_window_end_changes_forecasts_not_the_likelihood() -> None:
+    """A fit made before the rule, its window end drifted 40 widths past the data: held,
+    it has the same likelihood, and CW(A, B) with its end at infinity is CP(A, B) at its
+    start; unheld, the forecast falls back to A after the arbitrary end."""
+    ds = _window_open_at_the_end()
+    window = {"start": 1970.0, "end": 1975.0 + 40 * 0.02, "width": 0.02}
+    per = {"kernel": "PER", "lengthscale": 1.0, "period": 1.0}
+    terms = [
+        {"variance": 0.01, "factors": [{"kernel": "CW_OUTSIDE", **window}]},
+        {"variance": 1.0, "factors": [{"kernel": "CW_INSIDE", **window}, per]},
+    ]
+    drifted = fit_from_params("CW(C, PER)", terms, ds.n)
+    held = hold_unseen_transitions(drifted, ds)
+    assert held is not drifted and hold_unseen_transitions(held, ds) == held
+    assert held.terms[1].factors[0].params["end"] >= ds.x[-1] + HELD_SPANS * ds.span
+    assert held.terms[1].factors[0].params["start"] == window["start"]
+    for f in (drifted, held):
+        K = _numpy_covariance(f.to_json(), ds.x)
+        assert np.all(np.isfinite(K))
+    np.testing.assert_allclose(
+        _numpy_covariance(held.to_json(), ds.x),
+        _numpy_covariance(drifted.to_json(), ds.x),
+        atol=1e-12,
+    )
+    cp = {"location": window["start"], "width": window["width"]}
+    as_cp = fit_from_params(
+        "CP(C, PER)",
+        [
+            {"variance": 0.01, "factors": [{"kernel": "CP_BEFORE", **cp}]},
+            {"variance": 1.0, "factors": [{"kernel": "CP_AFTER", **cp}, per]},
+        ],
+        ds.n,
+    )
+    x_new = np.linspace(1975.1, 1980.0, 50)
+    np.testing.assert_allclose(predict(held, ds, x_new)[0], predict(as_cp, ds, x_new)[0], atol=1e-9)
+    after = x_new > window["end"] + 0.5
+    assert np.abs(predict(drifted, ds, x_new)[0][after] - ds.y_mean).max() < 0.1
+    assert np.abs(predict(held, ds, x_new)[0][after] - ds.y_mean).max() > 0.5

@@ -18,6 +18,7 @@ from prolas import report
 from prolas.data import Dataset
 from prolas.expr import parse
 from prolas.gp import anatomy, fit_gp
+from prolas.gp.fit import HELD_SPANS
 
 matplotlib.use("Agg")
 
@@ -278,3 +279,35 @@ def test_plots_mark_windows_and_skip_changes_outside_the_axis(cw_fit, tmp_path):
     # the files are still written
     assert report.plot_fit(tmp_path / "fit.png", fit, ds).stat().st_size > 0
     assert report.plot_components(tmp_path / "components.png", fit, ds).stat().st_size > 0
+
+
+def test_held_transitions_are_said_to_lie_beyond_what_the_data_see():
+    """A transition held off because the data cannot see it (prolas.gp.fit.hold_unseen)
+    is not said at its stand-in position: a window open at the data's end stays open in
+    forecasts, a change-point after the data never happens."""
+    ds = _planted_cw()
+    far = ds.x[-1] + HELD_SPANS * ds.span
+    outside, inside = _cw(1970.0, far, 0.02)
+    fit = fit_from_params(
+        "CW(C, PER)",
+        [{"variance": 0.01, "factors": [outside]}, {"variance": 1.0, "factors": [inside, PER]}],
+        X.size,
+    )
+    lines = report.describe_fit(fit, ds)
+    assert lines[0].startswith("From about 1970.0 (abruptly), a periodic component"), lines[0]
+    assert "to the end of the data, and forecasts continue a periodic component" in lines[0]
+    assert str(round(far)) not in " ".join(lines)
+    assert "active only after the start of the change-window at ~1970.0" in lines[2]
+    before, after = _cp(far, 0.5)
+    fit = fit_from_params(
+        "CP(LIN, PER)",
+        [{"variance": 1.0, "factors": [before, LIN]}, {"variance": 1.0, "factors": [after, PER]}],
+        X.size,
+    )
+    lines = report.describe_fit(fit, ds)
+    assert re.fullmatch(
+        r"A change-point from (a \w+ linear trend) to a periodic component .* lies too far "
+        r"beyond the data for them to see it: \1 throughout, forecasts included\.",
+        lines[0],
+    ), lines[0]
+    assert "never active" in lines[2]
