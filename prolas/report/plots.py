@@ -31,7 +31,7 @@ from prolas.gp.anatomy import (
 )
 from prolas.records import SearchResult
 from prolas.report.metrics import predictive_mean_sd
-from prolas.report.words import in_years, say_active_range, say_position
+from prolas.report.words import in_years, say_active_range, say_position, say_window
 
 __all__ = [
     "EXTRAPOLATE",
@@ -88,7 +88,7 @@ def mark_changes(ax, fit: FitResult, dataset: Dataset, groups=None) -> list:
     years = in_years(dataset)
     lo, hi = ax.get_xlim()
     artists = []
-    for c in fit_changes(fit):
+    for c in fit_changes(fit, dataset):  # held transitions at +-inf: spans run off the axis
         if groups is not None and c.group not in groups:
             continue
         w = c.params["width"]
@@ -111,10 +111,7 @@ def mark_changes(ax, fit: FitResult, dataset: Dataset, groups=None) -> list:
             start, end = c.params["start"], c.params["end"]
             if not (end > start and start <= hi and end >= lo):
                 continue
-            label = (
-                f"change-window ~{say_position(start, dataset, years)}"
-                f"-{say_position(end, dataset, years)}"
-            )
+            label = f"change-window {say_window(c, dataset, years)}"
             artists.append(
                 ax.axvspan(max(lo, start), min(hi, end), color="C4", alpha=0.15, lw=0, label=label)
             )

@@ -35,7 +35,7 @@ from prolas.gp.anatomy import (
     trend_slope,
 )
 
-__all__ = ["describe_fit", "in_years", "say_active_range", "say_position"]
+__all__ = ["describe_fit", "in_years", "say_active_range", "say_position", "say_window"]
 
 
 # --- places and lengths on the x axis -----------------------------------------------
@@ -96,7 +96,10 @@ def _at(v: float, dataset: Dataset, years: bool) -> str:
     return f"~{say_position(v, dataset, years)}" + _outside(v, v, dataset)
 
 
-def _window(c: FitChange, dataset: Dataset, years: bool) -> str:
+def say_window(c: FitChange, dataset: Dataset, years: bool) -> str:
+    """A change-window's span: ``'~1971.2-1973.9'`` (saying when it lies outside the
+    data), ``'from ~1974.1 on'`` / ``'up to ~1966.0'`` when one transition is held
+    (at ``±inf``, :func:`prolas.gp.anatomy.fit_changes` with the data)."""
     s, e = c.params["start"], c.params["end"]
     if math.isinf(s) or math.isinf(e):  # held transitions (fit_changes)
         if math.isinf(s) and math.isinf(e):
@@ -285,7 +288,7 @@ def say_active_range(conds: list[tuple[FitChange, int]], dataset: Dataset, years
     parts = []
     if lo is not None and hi is not None:
         if lo[1] is hi[1]:
-            parts.append(f"inside the change-window {_window(lo[1], dataset, years)}")
+            parts.append(f"inside the change-window {say_window(lo[1], dataset, years)}")
         elif lo[1].op == hi[1].op == "CP":
             parts.append(
                 f"between the change-points at {_at(lo[0], dataset, years)} "
@@ -299,7 +302,7 @@ def say_active_range(conds: list[tuple[FitChange, int]], dataset: Dataset, years
         parts.append(f"after {name(lo, 'start')}")
     elif hi is not None:
         parts.append(f"before {name(hi, 'end')}")
-    parts += [f"outside the change-window {_window(c, dataset, years)}" for c in outside]
+    parts += [f"outside the change-window {say_window(c, dataset, years)}" for c in outside]
     return "active only " + " and ".join(parts) if parts else ""
 
 
@@ -318,7 +321,7 @@ def _inner_qualifier(
             at = say_position(h.params["location"], dataset, years)
             words.append(f"from about {at}" if side == 1 else f"until about {at}")
         else:
-            win = _window(h, dataset, years)
+            win = say_window(h, dataset, years)
             where = f"about {win[1:]}" if win.startswith("~") else win
             words.append(f"{'inside' if side == 1 else 'outside'} the window {where}")
     return f" ({', '.join(words)})" if words else ""

@@ -298,6 +298,15 @@ def test_held_transitions_are_said_to_lie_beyond_what_the_data_see():
     assert "to the end of the data, and forecasts continue a periodic component" in lines[0]
     assert str(round(far)) not in " ".join(lines)
     assert "active only after the start of the change-window at ~1970.0" in lines[2]
+    import matplotlib.pyplot as plt
+
+    fig = report.fit_figure(fit, ds)
+    try:  # the plot marks the window from its start to the axis' end
+        (span,) = [p for p in fig.axes[0].patches if p.get_label().startswith("change-window")]
+        assert span.get_label() == "change-window from ~1970.0 on"
+        assert span.get_x() + span.get_width() == pytest.approx(fig.axes[0].get_xlim()[1])
+    finally:
+        plt.close(fig)
     before, after = _cp(far, 0.5)
     fit = fit_from_params(
         "CP(LIN, PER)",
