@@ -173,8 +173,8 @@ def fit_changes(fit: FitResult, dataset: Dataset | None = None) -> list[FitChang
     and the terms on each side. Empty for a model without change operators.
 
     With ``dataset`` (the data the model was fitted on), a transition held off because
-    the data cannot see it (:func:`prolas.gp.fit.hold_unseen`: at least ``HELD_SPANS``
-    spans beyond the data, or half that, for one moved before the rule existed) is
+    the data cannot see it (:func:`prolas.gp.fit.hold_unseen` puts it ``HELD_SPANS``
+    spans beyond the data; anything past half that counts, a margin for rounding) is
     reported at ``+inf`` or ``-inf``: it never happens on the data or in forecasts.
     """
     if not fit.ok or not fit.terms:

@@ -548,6 +548,7 @@ def hold_unseen_transitions(fit: FitResult, dataset: Dataset) -> FitResult:
                 scaled = {k: v / s if k == "width" else (v - x0) / s for k, v in f.params.items()}
                 held = hold_unseen(scaled)
                 moved = {k: x0 + s * v for k, v in held.items() if v != scaled[k]}
+                moved = {k: v for k, v in moved.items() if math.isfinite(v)}
                 if moved:
                     changed = True
                     f = FactorFit(f.kernel, {**f.params, **moved})
@@ -572,10 +573,15 @@ def theta_to_natural(
     for p, v in zip(model.params, theta):
         if p.group >= 0:
             scaled.setdefault(p.group, {})[p.name] = p.value(v)
-    changes = {
-        g: {k: v * s if k == "width" else x0 + s * v for k, v in hold_unseen(shape).items()}
-        for g, shape in scaled.items()
-    }
+
+    def natural(name: str, v: float) -> float:
+        return v * s if name == "width" else x0 + s * v
+
+    changes: dict[int, dict[str, float]] = {}
+    for g, shape in scaled.items():
+        held = {k: natural(k, v) for k, v in hold_unseen(shape).items()}
+        # a held place beyond float range (a span near 1e305) stays where it was fitted
+        changes[g] = {k: v if math.isfinite(v) else natural(k, shape[k]) for k, v in held.items()}
     terms = []
     for i, names in enumerate(model.terms):
         variance = 0.0
