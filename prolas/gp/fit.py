@@ -545,16 +545,26 @@ def hold_unseen_transitions(fit: FitResult, dataset: Dataset) -> FitResult:
         factors = []
         for f in term.factors:
             if f.kernel in CHANGE_FACTORS:
-                scaled = {k: v / s if k == "width" else (v - x0) / s for k, v in f.params.items()}
-                held = hold_unseen(scaled)
-                moved = {k: x0 + s * v for k, v in held.items() if v != scaled[k]}
-                moved = {k: v for k, v in moved.items() if math.isfinite(v)}
-                if moved:
+                held = _hold_natural(f.params, x0, s)
+                if held != f.params:
                     changed = True
-                    f = FactorFit(f.kernel, {**f.params, **moved})
+                    f = FactorFit(f.kernel, held)
             factors.append(f)
         terms.append(TermFit(term.variance, tuple(factors)))
     return replace(fit, terms=tuple(terms)) if changed else fit
+
+
+def _hold_natural(shape: dict[str, float], x0: float, s: float) -> dict[str, float]:
+    """:func:`hold_unseen` on a change operator's shape parameters in x's units (the
+    data start at ``x0`` and span ``s``). Values it does not move are returned as given
+    (bit for bit), and so is a held place beyond float range (a span near 1e305)."""
+    scaled = {k: v / s if k == "width" else (v - x0) / s for k, v in shape.items()}
+    held = hold_unseen(scaled)
+    out = dict(shape)
+    for k, v in held.items():
+        if v != scaled[k] and math.isfinite(x0 + s * v):
+            out[k] = x0 + s * v
+    return out
 
 
 def theta_to_natural(
@@ -569,19 +579,12 @@ def theta_to_natural(
     its values are repeated in every factor that carries them (DESIGN.md). A transition
     the data cannot see is held off first (:func:`hold_unseen`).
     """
-    scaled: dict[int, dict[str, float]] = {}
+    changes: dict[int, dict[str, float]] = {}
     for p, v in zip(model.params, theta):
         if p.group >= 0:
-            scaled.setdefault(p.group, {})[p.name] = p.value(v)
-
-    def natural(name: str, v: float) -> float:
-        return v * s if name == "width" else x0 + s * v
-
-    changes: dict[int, dict[str, float]] = {}
-    for g, shape in scaled.items():
-        held = {k: natural(k, v) for k, v in hold_unseen(shape).items()}
-        # a held place beyond float range (a span near 1e305) stays where it was fitted
-        changes[g] = {k: v if math.isfinite(v) else natural(k, shape[k]) for k, v in held.items()}
+            value = p.value(v)
+            changes.setdefault(p.group, {})[p.name] = value * s if p.log else x0 + s * value
+    changes = {g: _hold_natural(shape, x0, s) for g, shape in changes.items()}
     terms = []
     for i, names in enumerate(model.terms):
         variance = 0.0
