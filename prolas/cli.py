@@ -780,6 +780,7 @@ def _write_forecast(args, out, dataset, config, result, best) -> str | None:
     if horizon is None:
         return None
     from prolas.report.forecast import forecast, plot_forecast, top_fits
+    from prolas.search.config import search_data
 
     fits = [best] if method == "best" else top_fits(result, dataset, config, k, best=best)
     fc = forecast(fits, dataset, horizon, method=method)
@@ -798,6 +799,13 @@ def _write_forecast(args, out, dataset, config, result, best) -> str | None:
         how = "BIC-weighted mixture of " + ", ".join(
             f"{m} ({w:.2f})" for m, w in zip(fc.models, fc.weights)
         )
+        if search_data(dataset, config).n < dataset.n:
+            # the search ranked the models on its subsample; the weights rank them again
+            # on all points, and a user should not read a contradiction into that
+            how += f"; weights from the BIC on all {dataset.n} points"
+            top = fc.models[fc.weights.index(max(fc.weights))]
+            if best is not None and top != best.expression:
+                how += f", where {top} ranks above the search's best"
     first, last = (str(v.date()) if fc.is_dates else f"{v:.6g}" for v in fc.x_display[[0, -1]])
     return f"wrote {out}/forecast.csv and forecast.png: {horizon} steps, {first} to {last}, {how}"
 

@@ -254,6 +254,43 @@ def test_top_fits_are_refitted_on_all_points_after_a_thinned_search(trend_season
 # --- command line ------------------------------------------------------------------------
 
 
+def test_cli_mixture_line_says_its_weights_rank_a_thinned_search_on_all_points(
+    tmp_path, capsys
+) -> None:
+    """After a search on a subsample the mixture's weights come from the BIC on all
+    points, and may rank another model first: the summary line says both, so a user
+    does not read "best: A" and "A (0.00)" as a contradiction."""
+    import json
+    import re
+
+    # a random walk's 30-point thinning ranks PER first (seed 3, 200 points); all 200
+    # points rank RQ far above it. Airline's thinning and all points agree on LIN.
+    walk = tmp_path / "walk.csv"
+    y = np.cumsum(np.random.default_rng(3).normal(size=200))
+    pd.DataFrame({"x": np.arange(200.0), "y": y}).to_csv(walk, index=False)
+    reordered = []
+    for data, n, budget in ((AIRLINE_TRAIN, 129, "3"), (str(walk), 200, "6")):
+        out = tmp_path / Path(data).stem
+        args = ["fit", data, *QUICK_CKS, "--budget", budget, "--search-points", "30"]
+        code = main([*args, "--horizon", "6", "--forecast-models", "3", "--out", str(out)])
+        _, printed = capsys.readouterr()  # the summary goes to stderr
+        assert code == 0, printed
+        line = next(t for t in printed.splitlines() if "BIC-weighted mixture of" in t)
+        assert f"weights from the BIC on all {n} points" in line
+        listed = line.split("mixture of ", 1)[1].split(";", 1)[0]
+        weights = {m: float(w) for m, w in re.findall(r"\s*(.+?) \((\d\.\d\d)\),?", listed)}
+        assert len(weights) == 3
+        best = json.loads((out / "result.json").read_text())["best"]["expression"]
+        top = max(weights, key=weights.get)
+        assert (f"where {top} ranks above the search's best" in line) == (top != best)
+        reordered.append(top != best)
+    assert reordered == [False, True]  # both branches of the sentence are exercised
+    # an unthinned search has nothing to explain
+    main(["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "6", "--out", str(tmp_path / "all")])
+    _, printed = capsys.readouterr()
+    assert "BIC-weighted mixture of" in printed and "weights from the BIC" not in printed
+
+
 @pytest.mark.slow
 def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
     for method in ("best", "bma", "rolling"):
