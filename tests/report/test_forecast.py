@@ -286,8 +286,11 @@ def test_cli_mixture_line_says_its_weights_rank_a_thinned_search_on_all_points(
         reordered.append(top != best)
     assert reordered == [False, True]  # both branches of the sentence are exercised
     # an unthinned search has nothing to explain
-    main(["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "6", "--out", str(tmp_path / "all")])
+    code = main(
+        ["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "6", "--out", str(tmp_path / "all")]
+    )
     _, printed = capsys.readouterr()
+    assert code == 0, printed
     assert "BIC-weighted mixture of" in printed and "weights from the BIC" not in printed
 
 
