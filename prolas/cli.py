@@ -47,14 +47,23 @@ OUTPUT_FILES = (
 )
 
 
-def _positive_int(text: str) -> int:
+def _int_at_least(text: str, lowest: int) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    if v < lowest:
+        kind = "a positive integer" if lowest == 1 else f"an integer >= {lowest}"
+        raise argparse.ArgumentTypeError(f"expected {kind}, got {v}")
     return v
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(text, 1)
+
+
+def _non_negative_int(text: str) -> int:
+    return _int_at_least(text, 0)
 
 
 def _add_search_args(p: argparse.ArgumentParser) -> None:
@@ -357,6 +366,14 @@ def _add_bench_parser(sub) -> None:
         "--restarts", type=_positive_int, default=4, help="restarts per GP fit (default 4)"
     )
     b.add_argument(
+        "--fit-seed",
+        type=_non_negative_int,
+        default=0,
+        help="seed of every GP fit of the grid (default 0). All cells share one fit per "
+        "expression, so a grid carries the luck of its fit seed: repeat it with other fit "
+        "seeds (and another --out) to see how much (benchmarks/results/nested_fits/)",
+    )
+    b.add_argument(
         "--lengthscale-floor",
         type=float,
         default=LENGTHSCALE_FLOOR,
@@ -451,6 +468,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         seeds=args.seeds,
         budget=args.budget,
         restarts=args.restarts,
+        fit_seed=args.fit_seed,
         max_points=args.max_points,
         grammar=args.grammar,
         checkpoint=args.checkpoint,

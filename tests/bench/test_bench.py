@@ -134,6 +134,23 @@ def test_bench_refuses_to_clobber_or_mix_settings(grid: Path, capsys) -> None:
         bench.run_bench(config, grid, resume=False, progress=False)
 
 
+def test_bench_fit_seed_gives_other_fits_and_is_a_setting_resume_must_share(
+    grid: Path, tmp_path: Path, capsys
+) -> None:
+    def keys(out: Path) -> set[str]:
+        lines = (out / "fits" / "airline.jsonl").read_text().splitlines()
+        return {json.loads(line)["key"] for line in lines}
+
+    other = tmp_path / "fit_seed_1"
+    assert main(_grid_args(other, 1, "--fit-seed", "1")) == 0
+    assert json.loads((other / "bench.json").read_text())["settings"]["fit_seed"] == 1
+    assert json.loads((grid / "bench.json").read_text())["settings"]["fit_seed"] == 0
+    assert keys(other).isdisjoint(keys(grid))  # the fit seed is part of every fit's key
+    capsys.readouterr()
+    assert main(_grid_args(grid, 2, "--fit-seed", "1", "--resume")) != 0
+    assert "fit_seed" in capsys.readouterr().err
+
+
 def test_method_specs_parse_and_reject() -> None:
     assert MethodSpec.parse("structural:ot:local") == MethodSpec(
         "structural:ot:local", "structural", "ot", "local"
