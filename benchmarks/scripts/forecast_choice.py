@@ -61,7 +61,12 @@ def top_expressions(cell: dict, k: int) -> list[str]:
 
 
 def evaluate_cell(
-    cell: dict, data_dir: Path, k: int, restarts: int, lengthscale_floor: float = 0.0
+    cell: dict,
+    data_dir: Path,
+    k: int,
+    restarts: int,
+    lengthscale_floor: float = 0.0,
+    fit_seed: int = 0,
 ) -> list[dict]:
     name = cell["dataset"]
     train = load_csv(data_dir / f"{name}_train.csv")
@@ -70,7 +75,9 @@ def evaluate_cell(
     fits = [final]
     for expr in top_expressions(cell, k):
         if expr != final.expression:
-            config = FitConfig(restarts=restarts, seed=0, lengthscale_floor=lengthscale_floor)
+            config = FitConfig(
+                restarts=restarts, seed=fit_seed, lengthscale_floor=lengthscale_floor
+            )
             fit = fit_gp(expr, train, config)
             if fit.ok:
                 fits.append(fit)
@@ -177,9 +184,10 @@ def main() -> None:
         return
     methods = {m for m in args.methods.split(",") if m}
     datasets = {d for d in args.datasets.split(",") if d}
-    # the refits use the run's own lengthscale floor (bench.json; absent = 0)
+    # the refits use the run's own lengthscale floor and fit seed (bench.json; absent = 0)
     settings = json.loads((args.cells / "bench.json").read_text())["settings"]
     floor = float(settings.get("lengthscale_floor", 0.0))
+    fit_seed = int(settings.get("fit_seed", 0))
     rows: list[dict] = []
     for path in sorted((args.cells / "cells").glob("*.json")):
         cell = json.loads(path.read_text())
@@ -190,7 +198,7 @@ def main() -> None:
         ):
             continue
         print(f"{cell['dataset']} {cell['method']} seed {cell['seed']}", flush=True)
-        rows += evaluate_cell(cell, args.data_dir, args.k, args.restarts, floor)
+        rows += evaluate_cell(cell, args.data_dir, args.k, args.restarts, floor, fit_seed)
     table = pd.DataFrame(rows)
     table.to_csv(args.out / "forecast_choice.csv", index=False)
     write_tables(table, args.out)
