@@ -84,7 +84,9 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         help="random restarts per GP fit: each screened for 20 iterations, the best 2 polished "
         "(default 8)",
     )
-    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument(
+        "--seed", type=_non_negative_int, default=0, help="random seed, >= 0 (default 0)"
+    )
     g.add_argument("--depth", type=_positive_int, default=4, help="CKS depth limit (default 4)")
     g.add_argument(
         "--change",
@@ -294,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     tv.add_argument("--latent-dim", type=_positive_int, help="latent dimension")
     tv.add_argument("--epochs", type=_positive_int, help="maximum epochs (early stopping)")
     tv.add_argument("--dedupe", action="store_true", help="one sample per canonical expression")
-    tv.add_argument("--seed", type=int, default=0)
+    tv.add_argument("--seed", type=_non_negative_int, default=0, help="random seed, >= 0")
     tv.add_argument("--out", required=True, help="output path stem (writes .pt and .json)")
     tv.add_argument("--force", action="store_true", help="replace an existing checkpoint")
     tv.add_argument("--quiet", action="store_true")

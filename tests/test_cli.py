@@ -175,3 +175,36 @@ def test_train_vae_and_list_checkpoints(tmp_path, capsys) -> None:
         capsys, "train-vae", "--grammar", "nope.toml", "--out", str(tmp_path / "x"), "--quiet"
     )
     assert code != 0 and "grammar file not found" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["fit", AIRLINE, "--seed", "-1"], "argument --seed: expected an integer >= 0, got -1"),
+        (
+            ["fit", AIRLINE, "--budget", "0"],
+            "argument --budget: expected a positive integer, got 0",
+        ),
+        (
+            ["bench", "--fit-seed", "-2", "--out", "X"],
+            "argument --fit-seed: expected an integer >= 0",
+        ),
+        (
+            ["train-vae", "--seed", "x", "--out", "X"],
+            "argument --seed: expected an integer, got 'x'",
+        ),
+    ],
+)
+def test_negative_or_non_integer_counts_and_seeds_are_one_line_usage_errors(
+    tmp_path, capsys, argv, fragment
+) -> None:
+    # a negative seed used to reach the fits, fail every one of them and end in a
+    # misleading "every evaluation failed" message
+    argv = [a.replace("X", str(tmp_path / "out")) for a in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("prolas ") and ": error: " in last and fragment in last
+    assert not (tmp_path / "out").exists()
