@@ -126,6 +126,10 @@ class FitConfig:
         # checked here, where every fit setting is built (fit_gp, SearchConfig, BenchConfig)
         if not (math.isfinite(self.lengthscale_floor) and self.lengthscale_floor >= 0):
             raise ProlasError("--lengthscale-floor must be a finite number >= 0")
+        # numpy's generators take no negative seed: every fit would fail, not the call
+        if not (isinstance(self.seed, int | np.integer) and self.seed >= 0):
+            raise ProlasError(f"the seed must be an integer >= 0, got {self.seed!r}")
+        object.__setattr__(self, "seed", int(self.seed))  # a plain int in fit-cache keys
 
     def key(self) -> dict:
         """The settings that identify a fit (fit caches, journal fingerprints): every

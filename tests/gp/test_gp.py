@@ -219,3 +219,20 @@ def test_build_covar_module_one_scale_per_term() -> None:
     m = build_covar_module(parse("LIN*PER*SE + LIN*SE"))
     assert len(m.kernels) == 2
     assert all(isinstance(k, gpytorch.kernels.ScaleKernel) for k in m.kernels)
+
+
+def test_a_negative_or_non_integer_fit_seed_is_refused_where_settings_are_built() -> None:
+    # numpy's generators refuse negative seeds; without this check every fit of a search
+    # failed and the search ended in "every evaluation failed"
+    from prolas.bench import BenchConfig
+    from prolas.errors import ProlasError
+    from prolas.search.config import SearchConfig
+
+    assert type(FitConfig(seed=np.int64(3)).seed) is int  # JSON-safe in fit-cache keys
+    for bad in (-1, 1.5, "0"):
+        with pytest.raises(ProlasError, match="seed must be an integer >= 0"):
+            FitConfig(seed=bad)
+    with pytest.raises(ProlasError, match="seed"):
+        SearchConfig(seed=-1)
+    with pytest.raises(ProlasError, match="seed"):
+        BenchConfig(datasets=("airline",), methods=(), fit_seed=-1)
