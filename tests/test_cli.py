@@ -195,7 +195,7 @@ def test_train_vae_and_list_checkpoints(tmp_path, capsys) -> None:
         ),
     ],
 )
-def test_negative_or_non_integer_counts_and_seeds_are_one_line_usage_errors(
+def test_negative_or_non_integer_counts_and_seeds_are_usage_errors_before_any_fit(
     tmp_path, capsys, argv, fragment
 ) -> None:
     # a negative seed used to reach the fits, fail every one of them and end in a
@@ -205,6 +205,7 @@ def test_negative_or_non_integer_counts_and_seeds_are_one_line_usage_errors(
         main(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
+    # argparse's usage block, then one error line that names the argument
     last = err.strip().splitlines()[-1]
     assert last.startswith("prolas ") and ": error: " in last and fragment in last
     assert not (tmp_path / "out").exists()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
-from conftest import load_script
+from conftest import DATA, ROOT, load_script
 
 fc = load_script("forecast_choice")
 
@@ -34,3 +35,21 @@ def test_paired_reports_mean_log_ratios_and_seed_counts() -> None:
     # airline is a tuning series, mauna is not
     assert "(1/1)" in lines["tuning series, pooled"] and "(0/1)" in lines["other series, pooled"]
     assert "| data | method | best | rolling |" in text  # bma is the reference column
+
+
+def test_refits_of_the_top_models_use_the_grids_fit_seed(monkeypatch) -> None:
+    # a grid run with prolas bench --fit-seed K must be refitted with seed K, not 0
+    cell = json.loads(
+        (ROOT / "benchmarks/results/extrapolation/cells/airline__prolas__seed0.json").read_text()
+    )
+    seeds: list[int] = []
+    real_fit = fc.fit_gp
+
+    def spy(expr, data, config):
+        seeds.append(config.seed)
+        return real_fit(expr, data, type(config)(restarts=1, seed=config.seed))
+
+    monkeypatch.setattr(fc, "fit_gp", spy)
+    rows = fc.evaluate_cell(cell, DATA, k=2, restarts=8, lengthscale_floor=1.0, fit_seed=3)
+    assert seeds and set(seeds) == {3}
+    assert {r["way"] for r in rows} == {"best", "bma", "rolling", "best_all"}
