@@ -193,12 +193,14 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         "--forecast-models models (default; chosen on the tuning series, README 'How the "
         "defaults were chosen'); best = the best-BIC model's predictive; rolling = the "
         "predictive of the one of the top --forecast-models models that forecast the last 10%% "
-        "of the training data best (5 origins, lowest RMSE)",
+        "of the training data best (5 origins, lowest RMSE); rolling-mix = the mixture of the "
+        "top models weighted by how well each forecast the last 10%% of the training data "
+        "(summed log predictive density over the same 5 origins)",
     )
     g.add_argument(
         "--forecast-models",
         metavar="K",
-        help=f"with --forecast bma or rolling: mix (bma) or choose from (rolling) the K best "
+        help=f"with --forecast bma, rolling or rolling-mix: mix or choose from the K best "
         f"distinct models of the search (default "
         f"{FORECAST_MODELS}; refitted on all points when the search ran on a subsample)",
     )
@@ -805,16 +807,20 @@ def _write_forecast(args, out, dataset, config, result, best) -> str | None:
     fits = [best] if method == "best" else top_fits(result, dataset, config, k, best=best)
     fc = forecast(fits, dataset, horizon, method=method)
     fc.to_csv(out / "forecast.csv")
-    picked = {f.expression: f for f in fits}.get(fc.models[0]) if method != "bma" else None
+    mixture = method in ("bma", "rolling-mix")
+    picked = None if mixture else {f.expression: f for f in fits}.get(fc.models[0])
     plot_forecast(out / "forecast.png", fc, dataset, fit=picked)
+    scores = ""
+    if fc.check is not None:  # rolling and rolling-mix: the check's scores per model
+        fc.check.to_csv(out / "forecast_check.csv", index=False)
+        scores = "; scores in forecast_check.csv"
     if method == "best":
         how = fc.models[0]
     elif method == "rolling":
-        how = f"{fc.models[0]} (rolling-origin pick of {len(fits)} models"
-        if fc.check is not None:
-            fc.check.to_csv(out / "forecast_check.csv", index=False)
-            how += "; scores in forecast_check.csv"
-        how += ")"
+        how = f"{fc.models[0]} (rolling-origin pick of {len(fits)} models{scores})"
+    elif method == "rolling-mix":
+        how = "mixture weighted by each model's forecast of the last 10% of the data: "
+        how += ", ".join(f"{m} ({w:.2f})" for m, w in zip(fc.models, fc.weights)) + scores
     else:
         how = "BIC-weighted mixture of " + ", ".join(
             f"{m} ({w:.2f})" for m, w in zip(fc.models, fc.weights)

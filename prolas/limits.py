@@ -33,7 +33,7 @@ LENGTHSCALE_FLOOR = 1.0
 WARM_FITS = False
 
 #: ``--forecast`` choices (:data:`prolas.report.forecast.FORECAST_METHODS` is this tuple).
-FORECAST_METHODS = ("best", "bma", "rolling")
+FORECAST_METHODS = ("best", "bma", "rolling", "rolling-mix")
 #: The forecast ``prolas fit --horizon`` writes: the BIC-weighted mixture of the top models.
 #: Chosen on the tuning series (README "Results"): better than the best-BIC model alone on
 #: airline and call-centre, worse on sulphuric (CKS with change rules); re-measured with the

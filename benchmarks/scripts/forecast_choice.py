@@ -1,4 +1,4 @@
-"""Which forecast should a user get? Best-BIC model, BIC-weighted mixture, or a rolling-origin pick.
+"""Which forecast should a user get? The best-BIC model, a mixture, or a rolling-origin check.
 
 Reads the cells of an extrapolation run (``prolas bench --extrapolation``), and for every
 (data set, method, seed) cell takes the search's ``K`` highest-BIC distinct expressions,
@@ -10,6 +10,8 @@ and forecasts the test file three ways:
   (:func:`prolas.report.forecast.forecast` with ``method="bma"``);
 * ``rolling``: the one of the K models that forecasts the last 10 % of the training data
   best (:func:`prolas.report.forecast.rolling_pick`, 5 origins, lowest RMSE);
+* ``rolling_mix``: the K models' mixture weighted by their summed log predictive density
+  on the same check (:func:`prolas.report.forecast.rolling_weights`, ``method="rolling-mix"``);
 * ``best_all``: where the search ran on a subsample (``n_search < n_train``), the model of
   highest BIC on all training points among the K refits; elsewhere the best model (the
   search's BICs are already on all points).
@@ -38,7 +40,7 @@ from prolas.data import load_csv
 from prolas.gp import FitConfig, FitResult, fit_gp
 from prolas.report.forecast import forecast
 
-WAYS = ("best", "bma", "rolling", "best_all")
+WAYS = ("best", "bma", "rolling", "rolling_mix", "best_all")
 #: The series every default was decided on (README "How the defaults were chosen").
 TUNING = ("airline", "call-centre", "sulphuric")
 
@@ -99,6 +101,16 @@ def evaluate_cell(
     fc = forecast(fits, train, x_new=test.x, method="rolling")
     pick = fc.models[0]
     rows.append({**base, "way": "rolling", "expression": pick, "rmse": _rmse(fc, test)})
+    mix = forecast(fits, train, x_new=test.x, method="rolling-mix")
+    top_w = max(mix.weights)
+    rows.append(
+        {
+            **base,
+            "way": "rolling_mix",
+            "expression": f"{len(fits)} models, top weight {top_w:.3f}",
+            "rmse": _rmse(mix, test),
+        }
+    )
     top = fits[0] if cell["n_search"] < cell["n_train"] else final
     rmse = _rmse(forecast(top, train, x_new=test.x), test)
     rows.append({**base, "way": "best_all", "expression": top.expression, "rmse": rmse})

@@ -40,6 +40,18 @@ single model of lowest rolling-origin RMSE (:func:`rolling_pick`; the check is k
 :attr:`Forecast.check`): a choice made on how each model extrapolated the end of its own
 training data rather than on BIC.
 
+Rolling-origin mixture (``method="rolling-mix"``, :func:`rolling_weights`). The same
+models mixed as for ``bma``, but weighted by the check's summed log predictive density,
+
+    w_i ∝ exp(Σ_o Σ_{t ≥ o} log p(y_t | y_{<o}, M_i)),
+
+pseudo-Bayesian model averaging (Yao, Vehtari, Simpson & Gelman 2018) with the
+leave-future-out predictive of a time series (Bürkner, Gabry & Vehtari 2020) in place
+of leave-one-out: a model earns weight by how well it forecast, with its own uncertainty,
+the end of the data it was fitted on. The hyperparameters stay those fitted on all the
+data (refitting them on each prefix was measured and forecast worse:
+``benchmarks/results/extrapolation/forecast_choice/``).
+
 Place in the layers: a forecast is part of what the user gets after a search
 (forecast.csv, forecast.png), so it lives in the report layer. The mixture's maths
 (:func:`bic_weights`, :func:`mixture_cdf`, :func:`mixture_quantiles`) stays here with
@@ -87,11 +99,9 @@ __all__ = [
     "plot_forecast",
     "rolling_origin_check",
     "rolling_pick",
+    "rolling_weights",
     "top_fits",
 ]
-
-#: ``best``: the predictive of the highest-BIC model; ``bma``: the BIC-weighted mixture.
-
 
 #: Longest forecast (steps); far beyond any horizon a GP's extrapolation can support.
 MAX_HORIZON = 100_000
@@ -118,14 +128,16 @@ class Forecast:
         mean: predictive mean in y's original units.
         lower, upper: the central ``level`` predictive interval (y's original units).
         level: probability mass between ``lower`` and ``upper`` (0.95 by default).
-        method: ``"best"``, ``"bma"`` or ``"rolling"``.
+        method: one of :data:`FORECAST_METHODS` (``"best"``, ``"bma"``, ``"rolling"``,
+            ``"rolling-mix"``).
         models: the expressions of the mixture's components (one for ``best`` and
             ``rolling``).
         weights: their weights (sum 1).
         component_means, component_sds: each component's Gaussian predictive in y's
             original units, shape ``(len(models), m)``; :meth:`log_density` uses them.
-        check: ``rolling`` only: the :func:`rolling_origin_check` table the model was
-            picked from (one row per candidate model); ``None`` otherwise.
+        check: ``rolling`` and ``rolling-mix``: the :func:`rolling_origin_check` table
+            the model was picked from or the weights came from (one row per candidate
+            model); ``None`` otherwise.
     """
 
     x: np.ndarray
@@ -350,9 +362,11 @@ def forecast(
         x_new: explicit inputs in x's units (decimal years for a dated series)
             instead of ``horizon``.
         method: ``"best"`` (the highest-BIC model's Gaussian predictive), ``"bma"``
-            (the BIC-weighted mixture of all the models; see the module docstring) or
+            (the BIC-weighted mixture of all the models; see the module docstring),
             ``"rolling"`` (the Gaussian predictive of the model that forecast the end of
-            the training data best, :func:`rolling_pick`).
+            the training data best, :func:`rolling_pick`) or ``"rolling-mix"`` (the
+            mixture of all the models weighted by how well they forecast the end of the
+            training data, :func:`rolling_weights`).
         level: probability of the central band (0.95: the 2.5 % and 97.5 % quantiles).
         weights: ``bma`` only: the mixture weights (normalised) instead of BIC weights.
 
@@ -385,6 +399,8 @@ def forecast(
     elif method == "rolling":
         pick, check = rolling_pick(fits, dataset)
         fits, w = [pick], np.ones(1)
+    elif method == "rolling-mix":
+        w, check = rolling_weights(fits, dataset)
     elif w is None:
         w = bic_weights([f.bic for f in fits])
     means, sds = _components(fits, dataset, x)
@@ -559,6 +575,43 @@ def rolling_pick(
     table = table[table["model"] != "bma"].reset_index(drop=True)
     order = sorted(range(len(fits)), key=lambda i: (table["rmse"][i], -fits[i].bic))
     return fits[order[0]], table
+
+
+def rolling_weights(
+    fits: Sequence[FitResult], dataset: Dataset, **check_options
+) -> tuple[np.ndarray, pd.DataFrame | None]:
+    """Mixture weights from the rolling-origin check's log predictive density.
+
+    With :func:`rolling_origin_check` (``check_options``) scoring model i by its mean
+    log predictive density ``mlpd_i`` over the same ``P`` (origin, point) pairs,
+
+        w_i = exp(P mlpd_i - max_j P mlpd_j) / Σ_k exp(P mlpd_k - max_j P mlpd_j),
+
+    i.e. ``exp`` of each model's summed leave-future-out log predictive density
+    (pseudo-BMA, Yao et al. 2018); the units of y shift every ``mlpd_i`` alike and
+    cancel. A model that predicted the check's points far worse than another gets a
+    weight near 0, however high its BIC. A model whose score is not finite gets weight 0
+    (if none is finite, the weights are the BIC weights).
+
+    Returns:
+        the weights, shape ``(K,)`` in the order of the successful ``fits``, and the
+        check's table without its mixture row, with the weights as a column
+        ``rolling_weight``; one model gets weight 1 and no table.
+    """
+    fits, _ = _as_fits(fits, None)
+    if len(fits) == 1:
+        return np.ones(1), None
+    table = rolling_origin_check(fits, dataset, **check_options)
+    table = table[table["model"] != "bma"].reset_index(drop=True)
+    total = table["mlpd"].to_numpy() * table["n_predictions"].to_numpy()
+    if np.isfinite(total).any():
+        total = np.where(np.isfinite(total), total, -np.inf)  # a NaN/inf score: weight 0
+        w = np.exp(total - total.max())
+        w = w / w.sum()
+    else:  # no model scored (densities underflowed): the BIC weights, never NaNs
+        w = bic_weights(table["bic"].to_numpy())
+    table["rolling_weight"] = w
+    return w, table
 
 
 # --- the picture -----------------------------------------------------------------------

@@ -29,6 +29,7 @@ from prolas.report.forecast import (
     mixture_quantiles,
     rolling_origin_check,
     rolling_pick,
+    rolling_weights,
     top_fits,
 )
 
@@ -240,6 +241,68 @@ def test_rolling_forecast_picks_by_forecast_error_not_bic(trend_season, fits) ->
         forecast(models, trend_season, 3, method="rolling", weights=[1, 1, 1])
 
 
+def test_rolling_mix_weights_each_model_by_its_summed_log_predictive_density(
+    trend_season, fits
+) -> None:
+    # one origin, last two points: w_i ∝ exp(Σ_t log p(y_t | y_{<o}, M_i)) by hand
+    n = trend_season.n
+    prefix = Dataset(
+        trend_season.x[:-2], trend_season.y[:-2], trend_season.y_mean, trend_season.y_std
+    )
+    total = []
+    for f in fits:
+        mean, var = predict(f, prefix, trend_season.x[-2:], include_noise=True)
+        resid = trend_season.y[-2:] - mean
+        total.append(np.sum(-0.5 * (np.log(2 * np.pi * var) + resid**2 / var)))
+    expected = np.exp(np.array(total) - max(total))
+    expected /= expected.sum()
+    w, table = rolling_weights(fits, trend_season, fraction=2 / n, n_origins=1)
+    np.testing.assert_allclose(w, expected, rtol=1e-8, atol=1e-300)
+    assert list(table["model"]) == [f.expression for f in fits]
+    np.testing.assert_allclose(table["rolling_weight"], w)
+    assert rolling_weights(fits[:1], trend_season) == (pytest.approx([1.0]), None)
+
+
+def test_rolling_mix_forecast_follows_the_check_not_the_bic(trend_season, fits) -> None:
+    # SE given the highest BIC: bma puts its weight there, rolling-mix on LIN + PER
+    inflated = dataclasses.replace(fits[1], bic=fits[0].bic + 10.0)
+    models = [fits[0], inflated, fits[2]]
+    bma = forecast(models, trend_season, 6, method="bma")
+    mix = forecast(models, trend_season, 6, method="rolling-mix")
+    assert max(bma.weights) == bma.weights[1] > 0.99
+    assert mix.models == ("LIN + PER", "SE", "LIN") and mix.weights[0] > 0.99
+    assert sum(mix.weights) == pytest.approx(1.0)
+    # the mixture mean is the weighted sum of the components' means
+    np.testing.assert_allclose(mix.mean, np.asarray(mix.weights) @ mix.component_means)
+    w, table = rolling_weights(models, trend_season)
+    np.testing.assert_allclose(mix.weights, w)
+    assert mix.check is not None and list(mix.check["rolling_weight"]) == list(w)
+    with pytest.raises(ForecastError, match="weights"):
+        forecast(models, trend_season, 3, method="rolling-mix", weights=[1, 1, 1])
+
+
+def test_rolling_mix_weights_stay_finite_when_scores_are_not(trend_season, fits, monkeypatch):
+    import prolas.report.forecast as fc_module
+
+    real = fc_module.rolling_origin_check
+
+    def scores(mlpd):
+        def check(models, dataset, **options):
+            table = real(models, dataset, **options)
+            table.loc[: len(mlpd) - 1, "mlpd"] = mlpd
+            return table
+
+        return check
+
+    monkeypatch.setattr(fc_module, "rolling_origin_check", scores([0.0, -np.inf, np.nan]))
+    w, _ = rolling_weights(fits, trend_season)
+    assert list(w) == [1.0, 0.0, 0.0]
+    # nothing finite: the BIC weights
+    monkeypatch.setattr(fc_module, "rolling_origin_check", scores([-np.inf, np.nan, -np.inf]))
+    w, _ = rolling_weights(fits, trend_season)
+    np.testing.assert_allclose(w, fc_module.bic_weights([f.bic for f in fits]))
+
+
 def test_top_fits_are_refitted_on_all_points_after_a_thinned_search(trend_season) -> None:
     from prolas.pipeline import run_search
     from prolas.search.config import SearchConfig
@@ -296,7 +359,7 @@ def test_cli_mixture_line_says_its_weights_rank_a_thinned_search_on_all_points(
 
 @pytest.mark.slow
 def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
-    for method in ("best", "bma", "rolling"):
+    for method in ("best", "bma", "rolling", "rolling-mix"):
         out = tmp_path / method
         code = main(
             [
@@ -323,9 +386,12 @@ def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
         assert np.all(frame["lower"] <= frame["mean"]) and np.all(frame["mean"] <= frame["upper"])
         assert (out / "forecast.png").stat().st_size > 1000
         check = out / "forecast_check.csv"
-        assert check.exists() == (method == "rolling")
-        if method == "rolling":
-            assert len(pd.read_csv(check)) == 2  # the two models it chose from
+        assert check.exists() == method.startswith("rolling")
+        if method.startswith("rolling"):
+            scores = pd.read_csv(check)
+            assert len(scores) == 2  # the two models it chose from or mixed
+            if method == "rolling-mix":
+                assert scores["rolling_weight"].sum() == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize(
@@ -353,4 +419,4 @@ def test_cli_help_explains_horizon(capsys) -> None:
         main(["fit", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--horizon H" in text and "forecast.csv" in text
-    assert "--forecast {best,bma,rolling}" in text
+    assert "--forecast {best,bma,rolling,rolling-mix}" in text
