@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from prolas.bench import ABCD_RMSE
-from prolas.data import load_csv
+from prolas.data import Dataset, load_csv
 from prolas.gp import FitConfig, FitResult, fit_gp
 from prolas.report.forecast import forecast
 
@@ -62,14 +62,16 @@ def top_expressions(cell: dict, k: int) -> list[str]:
     return out
 
 
-def evaluate_cell(
+def cell_fits(
     cell: dict,
     data_dir: Path,
     k: int,
     restarts: int,
     lengthscale_floor: float = 0.0,
     fit_seed: int = 0,
-) -> list[dict]:
+) -> tuple[Dataset, Dataset, FitResult, list[FitResult]]:
+    """``(train, test, final, fits)``: the cell's final model and its ``k`` best distinct
+    expressions fitted on all training points (the final model reused), highest BIC first."""
     name = cell["dataset"]
     train = load_csv(data_dir / f"{name}_train.csv")
     test = load_csv(data_dir / f"{name}_test.csv")
@@ -84,6 +86,19 @@ def evaluate_cell(
             if fit.ok:
                 fits.append(fit)
     fits.sort(key=lambda f: -f.bic)
+    return train, test, final, fits
+
+
+def evaluate_cell(
+    cell: dict,
+    data_dir: Path,
+    k: int,
+    restarts: int,
+    lengthscale_floor: float = 0.0,
+    fit_seed: int = 0,
+) -> list[dict]:
+    name = cell["dataset"]
+    train, test, final, fits = cell_fits(cell, data_dir, k, restarts, lengthscale_floor, fit_seed)
     rows = []
     base = {"dataset": name, "method": cell["method"], "seed": cell["seed"], "k": len(fits)}
     best = forecast(final, train, x_new=test.x)

@@ -1,0 +1,103 @@
+"""benchmarks/scripts/forecast_rules.py: per-model records and the rules applied to them."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+import pytest
+from conftest import DATA, ROOT, load_script
+
+from prolas.gp import hold_unseen_transitions
+from prolas.report.forecast import forecast, rolling_origin_check
+
+fr = load_script("forecast_rules")
+fc = sys.modules[fr.cell_fits.__module__]  # the forecast_choice module the script imported
+
+
+@pytest.fixture(scope="module")
+def airline_record():
+    """A committed airline cell's record (2 models, quick refits), and its fits."""
+    cell = json.loads(
+        (ROOT / "benchmarks/results/extrapolation/cells/airline__prolas__seed0.json").read_text()
+    )
+    real_fit = fc.fit_gp
+    fc.fit_gp = lambda expr, data, config: real_fit(
+        expr, data, type(config)(restarts=1, seed=config.seed, lengthscale_floor=1.0)
+    )
+    try:
+        rec = fr.record_cell(cell, DATA, fit_seed=0, floor=1.0, refit_check=True, k=2)
+        train, test, _, fits = fc.cell_fits(cell, DATA, 2, 8, 1.0, 0)
+    finally:
+        fc.fit_gp = real_fit
+    return rec, train, test, [hold_unseen_transitions(f, train) for f in fits]
+
+
+def test_record_keeps_the_products_check_per_origin(airline_record) -> None:
+    rec, train, test, fits = airline_record
+    assert [m["expression"] for m in rec["models"]] == [f.expression for f in fits]
+    table = rolling_origin_check(fits, train)
+    for m, (_, row) in zip(rec["models"], table.iterrows()):
+        assert len(m["fixed"]) == row["n_origins"] == 5
+        count = sum(o["count"] for o in m["fixed"])
+        assert count == row["n_predictions"]
+        rmse = math.sqrt(sum(o["sse"] for o in m["fixed"]) / count)
+        assert rmse == pytest.approx(row["rmse"], rel=1e-9)
+        assert sum(o["slpd"] for o in m["fixed"]) / count == pytest.approx(row["mlpd"], rel=1e-9)
+        # the refitted check predicts the same points with other hyperparameters
+        assert [o["count"] for o in m["refit"]] == [o["count"] for o in m["fixed"]]
+        assert all(math.isfinite(o["slpd"]) for o in m["refit"])
+        assert m["test_rmse"] == pytest.approx(
+            float(np.sqrt(np.mean((np.asarray(m["test_mean"]) - test.y) ** 2)))
+        )
+
+
+def test_rules_reproduce_the_products_forecasts(airline_record) -> None:
+    rec, train, test, fits = airline_record
+    rules = fr.rule_rmses(rec)
+
+    def rmse(method: str) -> float:
+        f = forecast(fits, train, x_new=test.x, method=method)
+        return float(np.sqrt(np.mean((f.mean - test.y) ** 2)))
+
+    assert rules["fixed_mix"] == pytest.approx(rmse("rolling-mix"), rel=1e-9)
+    assert rules["fixed_rmse"] == pytest.approx(rmse("rolling"), rel=1e-9)
+    assert rules["bma"] == pytest.approx(rmse("bma"), rel=1e-9)
+    assert rules["best"] == pytest.approx(rmse("best"), rel=1e-6)
+
+
+def _model(name: str, bic: float, mean: list[float], sse: list[float], slpd: list[float]):
+    checks = [
+        {"origin": i, "sse": s, "slpd": d, "count": 2} for i, (s, d) in enumerate(zip(sse, slpd))
+    ]
+    return {"expression": name, "bic": bic, "test_rmse": abs(mean[0] - 1.0), "test_mean": mean,
+            "test_sd": [1.0], "fixed": checks, "refit": None}  # fmt: skip
+
+
+def test_rules_on_a_hand_made_record() -> None:
+    # A: higher BIC, one bad origin; B: better pooled density and two better origins
+    rec = {
+        "dataset": "airline",
+        "seed": 0,
+        "fit_seed": 0,
+        "test_y": [1.0],
+        "models": [
+            _model("A", 10.0, [3.0], sse=[20.0, 1.0, 1.0], slpd=[-50.0, -1.0, -1.0]),
+            _model("B", 10.0 - math.log(3), [0.0], sse=[4.0, 4.0, 4.0], slpd=[-5.0, -5.0, -5.0]),
+        ],
+    }
+    r = fr.rule_rmses(rec)
+    assert r["best"] == 2.0 and r["bma"] == pytest.approx(abs(0.75 * 3.0 - 1.0))  # w 3:1
+    assert r["fixed_rmse"] == 1.0  # pooled squared error: A 22, B 12
+    assert r["fixed_mlpd"] == 1.0  # A -52, B -15
+    assert r["fixed_logrmse"] == 2.0  # mean log: A (log 10 + 2 log 0.5) / 3 < B log 2
+    assert r["fixed_rank"] == 2.0  # A first at two origins of three; ties to A
+    w_a = 1.0 / (1.0 + math.exp(37.0))
+    assert r["fixed_mix"] == pytest.approx(abs(w_a * 3.0 - 1.0))
+    w_a = 1.0 / (1.0 + math.exp(37.0 - math.log(3)))
+    assert r["fixed_bicmix"] == pytest.approx(abs(w_a * 3.0 - 1.0))
+    assert "refit_mix" not in r  # no refitted check recorded
+    text = fr.tables([rec, {**rec, "seed": 1}])
+    assert "| fixed_mix |" in text and "tuning series, pooled" in text
