@@ -189,13 +189,13 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--forecast",
         choices=FORECAST_METHODS,
-        help="with --horizon: bma = the BIC-weighted mixture of the predictives of the top "
-        "--forecast-models models (default; chosen on the tuning series, README 'How the "
-        "defaults were chosen'); best = the best-BIC model's predictive; rolling = the "
-        "predictive of the one of the top --forecast-models models that forecast the last 10%% "
-        "of the training data best (5 origins, lowest RMSE); rolling-mix = the mixture of the "
-        "top models weighted by how well each forecast the last 10%% of the training data "
-        "(summed log predictive density over the same 5 origins)",
+        help="with --horizon: rolling-mix = the mixture of the predictives of the top "
+        "--forecast-models models, each weighted by how well it forecast the last 10%% of the "
+        "training data (exp of its summed log predictive density from 5 origins; default, "
+        "chosen on the tuning series, README 'How the defaults were chosen'); bma = their "
+        "mixture weighted by exp(BIC); best = the best-BIC model's predictive; rolling = the "
+        "predictive of the one of the top models that forecast the last 10%% of the training "
+        "data best (same 5 origins, lowest RMSE)",
     )
     g.add_argument(
         "--forecast-models",

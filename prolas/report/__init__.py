@@ -19,7 +19,8 @@ Imports the layers below it (:mod:`prolas.records`, :mod:`prolas.data`,
 * :mod:`prolas.report.write`: :func:`write_report` writes result.json, report.md and
   the plots in one directory.
 * :mod:`prolas.report.forecast`: forecasts beyond the data from the best model or a
-  BIC-weighted mixture of the top models, forecast.csv and forecast.png (its names are
+  mixture of the top models (weighted by BIC or by their rolling-origin forecasts of the
+  data's end), forecast.csv and forecast.png (its names are
   not re-exported here: ``from prolas.report.forecast import forecast``).
 
 The names below are the layer's public API (``from prolas.report import write_report``).

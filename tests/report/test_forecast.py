@@ -335,7 +335,8 @@ def test_cli_mixture_line_says_its_weights_rank_a_thinned_search_on_all_points(
     for data, n, budget in ((AIRLINE_TRAIN, 129, "3"), (str(walk), 200, "6")):
         out = tmp_path / Path(data).stem
         args = ["fit", data, *QUICK_CKS, "--budget", budget, "--search-points", "30"]
-        code = main([*args, "--horizon", "6", "--forecast-models", "3", "--out", str(out)])
+        argv = [*args, "--horizon", "6", "--forecast", "bma", "--forecast-models", "3"]
+        code = main([*argv, "--out", str(out)])
         _, printed = capsys.readouterr()  # the summary goes to stderr
         assert code == 0, printed
         line = next(t for t in printed.splitlines() if "BIC-weighted mixture of" in t)
@@ -350,11 +351,27 @@ def test_cli_mixture_line_says_its_weights_rank_a_thinned_search_on_all_points(
     assert reordered == [False, True]  # both branches of the sentence are exercised
     # an unthinned search has nothing to explain
     code = main(
-        ["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "6", "--out", str(tmp_path / "all")]
+        ["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "6", "--forecast", "bma"]
+        + ["--out", str(tmp_path / "all")]
     )
     _, printed = capsys.readouterr()
     assert code == 0, printed
     assert "BIC-weighted mixture of" in printed and "weights from the BIC" not in printed
+
+
+def test_cli_default_forecast_is_the_rolling_origin_mixture(tmp_path, capsys) -> None:
+    out = tmp_path / "default"
+    code = main(["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "6", "--out", str(out)])
+    _, printed = capsys.readouterr()
+    assert code == 0, printed
+    line = next(t for t in printed.splitlines() if "forecast.csv" in t)
+    assert "mixture weighted by each model's forecast of the last 10% of the data" in line
+    scores = pd.read_csv(out / "forecast_check.csv")
+    assert len(scores) == 3 and scores["rolling_weight"].sum() == pytest.approx(1.0)  # budget 3
+    # the weights in the summary line are the check's
+    listed = line.split("of the data: ", 1)[1].split(";", 1)[0]
+    for model, weight in zip(scores["model"], scores["rolling_weight"]):
+        assert f"{model} ({weight:.2f})" in listed
 
 
 @pytest.mark.slow
