@@ -16,9 +16,10 @@ with ``--refit-check``, also with each model refitted on each prefix, warm-start
 its full fit (``refit``; a leave-future-out check whose hyperparameters never saw the
 points they predict).
 
-``table``: per (series, fit seed) the mean test RMSE of every rule, then each rule against
-``bma`` seed by seed: mean log(RMSE / RMSE of bma) ± s.e. and the seeds better / worse. The
-rules, for ``C`` = ``fixed`` or ``refit``:
+``table``: per (series, fit seed) the mean test RMSE of every rule; each rule against
+``bma`` seed by seed (mean log(RMSE / RMSE of bma) ± s.e. and the seeds better / worse);
+and at fit seed 0 each rule's RMSE / ABCD's published RMSE. The rules, for ``C`` =
+``fixed`` or ``refit``:
 
 * ``best``: the highest-BIC refit; ``bma``: the BIC-weighted mixture;
 * ``C_rmse``, ``C_mlpd``: the model of lowest pooled check RMSE (``--forecast rolling``
@@ -51,6 +52,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forecast_choice import TUNING, cell_fits  # noqa: E402
 
+from prolas.bench import ABCD_RMSE  # noqa: E402
 from prolas.data import Dataset  # noqa: E402
 from prolas.gp import FitConfig, FitResult, fit_gp, hold_unseen_transitions  # noqa: E402
 from prolas.report.forecast import _components, _log_normal, forecast  # noqa: E402
@@ -224,6 +226,22 @@ def tables(records: list[dict]) -> str:
             lines.append(
                 f"| {rule} | " + " | ".join(cell(logs[rule][sel]) for _, sel in groups) + " |"
             )
+    zero = t[t["fit_seed"] == 0]
+    if not zero.empty:
+        ratio = zero.groupby(["rule", "dataset"])["rmse"].mean().unstack("dataset")
+        ratio = ratio.loc[rules] / pd.Series({d: ABCD_RMSE.get(d, math.nan) for d in ratio})
+        lines += [
+            "",
+            "Against ABCD's published RMSE, fit seed 0: the mean RMSE over seeds / ABCD's, "
+            "its median over the series recorded, and the series where it is below 1.",
+            "",
+            "| rule | median RMSE / ABCD | series below ABCD |",
+            "|---|---|---|",
+        ]
+        for rule, row in ratio.iterrows():
+            wins = ", ".join(d for d, v in row.items() if v < 1)
+            below = f"{int((row < 1).sum())} of {int(row.notna().sum())}"
+            lines.append(f"| {rule} | {row.median():.3f} | {below} ({wins}) |")
     return "\n".join(lines) + "\n"
 
 

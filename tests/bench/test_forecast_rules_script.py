@@ -101,3 +101,5 @@ def test_rules_on_a_hand_made_record() -> None:
     assert "refit_mix" not in r  # no refitted check recorded
     text = fr.tables([rec, {**rec, "seed": 1}])
     assert "| fixed_mix |" in text and "tuning series, pooled" in text
+    # against ABCD's published airline RMSE (16.67): best 2 / 16.67, below it
+    assert f"| best | {2 / 16.67:.3f} | 1 of 1 (airline) |" in text
