@@ -103,3 +103,10 @@ def test_rules_on_a_hand_made_record() -> None:
     assert "| fixed_mix |" in text and "tuning series, pooled" in text
     # against ABCD's published airline RMSE (16.67): best 2 / 16.67, below it
     assert f"| best | {2 / 16.67:.3f} | 1 of 1 (airline) |" in text
+
+
+def test_check_cost_script_times_both_on_a_short_series() -> None:
+    cost = load_script("forecast_check_cost")
+    r = cost.measure(300)
+    assert r["n"] == 300 and r["bma_s"] > 0 and r["check_s"] > 0
+    assert len(r["weights"]) == 5 and sum(r["weights"]) == pytest.approx(1.0, abs=0.01)
