@@ -16,6 +16,7 @@ shipped CSV) and :func:`thin` (the evenly spaced thinning of a long series).
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -191,6 +192,34 @@ def evaluations_frame(cells: Sequence[dict]) -> pd.DataFrame:
 # --- the output directory ------------------------------------------------------------------
 
 
+def machine() -> dict:
+    """The CPU model and the BLAS libraries loaded (API, version, kernel architecture).
+
+    Same code and package versions can still fit differently on another CPU: OpenBLAS
+    picks its kernels by architecture (e.g. ``SkylakeX``, ``Haswell``), which changes the
+    rounding, and an optimiser can end in another local optimum from there.
+    """
+    import platform
+
+    import scipy.linalg  # noqa: F401  (loads scipy's BLAS, which the fits use)
+    from threadpoolctl import threadpool_info
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    blas = [
+        " ".join(str(info.get(k)) for k in ("internal_api", "version", "architecture"))
+        for info in threadpool_info()
+        if info.get("user_api") == "blas"
+    ]
+    return {"cpu": cpu, "cores": os.cpu_count(), "blas": blas}
+
+
 def provenance() -> dict:
     """prolas version, library versions, git commit and uncommitted changes under prolas/
     (when in a checkout): a strategy under development, or another library build, can
@@ -206,7 +235,7 @@ def provenance() -> dict:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             packages[name] = None
-    out: dict = {"prolas_version": __version__, "packages": packages}
+    out: dict = {"prolas_version": __version__, "packages": packages, "machine": machine()}
     root = Path(__file__).resolve().parents[2]  # the checkout holding prolas/
     try:
         git = ["git", "-C", str(root)]

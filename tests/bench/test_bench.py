@@ -98,6 +98,9 @@ def test_grid_writes_every_file_with_the_right_columns(grid: Path) -> None:
     run = json.loads((grid / "bench.json").read_text())["runs"][-1]
     assert run["packages"]["torch"] == torch.__version__
     assert set(bench.PROVENANCE_PACKAGES) == set(run["packages"])
+    # and the machine: the same code and versions can fit differently on another CPU's BLAS
+    assert run["machine"]["cpu"] and run["machine"]["cores"] >= 1
+    assert any(b.startswith("openblas") for b in run["machine"]["blas"]), run["machine"]
 
 
 def test_resume_skips_finished_cells_and_refits_nothing(grid: Path, tmp_path: Path) -> None:
