@@ -8,7 +8,9 @@ with the grid's settings (8 restarts, fit seed 0, lengthscale floor 1, the searc
 points): cold, and warm-started from the fits the Evaluator would pass
 (:func:`prolas.search.evaluator.related_fits` of the history before it). It reports the
 log-likelihood gain and the time ratio, both from this one run. The cold refit must equal
-the committed fit (checked).
+the committed fit (checked; with ``--other-machine`` a difference is counted instead: a CPU
+whose BLAS kernels round differently can end a refit in another local optimum, and the
+warm-against-cold comparison, made in this one process, stays valid).
 
     python benchmarks/scripts/warm_fits_probe.py airline:0 call-centre:0 sulphuric:0 \\
         --out benchmarks/results/warm_fits/probe.md
@@ -37,8 +39,10 @@ MAX_POINTS = 400
 CONFIG = FitConfig(restarts=8, seed=0, lengthscale_floor=1.0)
 
 
-def probe(dataset: str, seed: int, n_init: int = 10) -> list[dict]:
-    """One row per evaluation after the first ``n_init`` of the seed's committed search."""
+def probe(dataset: str, seed: int, n_init: int = 10, strict: bool = True) -> list[dict]:
+    """One row per evaluation after the first ``n_init`` of the seed's committed search;
+    ``strict``: stop if a cold refit differs from the committed fit, else mark the row
+    (``cold_is_committed``)."""
     ds = load_csv(ROOT / "data" / f"{dataset}_train.csv")
     if ds.n > MAX_POINTS:
         ds = ds.thinned(MAX_POINTS)
@@ -60,9 +64,10 @@ def probe(dataset: str, seed: int, n_init: int = 10) -> list[dict]:
             t0 = time.perf_counter()
             warm = fit_gp(expr, ds, CONFIG, init=sources)
             t_warm = time.perf_counter() - t0
-            if abs(cold.log_likelihood - committed.log_likelihood) > 1e-6 * max(
+            same = abs(cold.log_likelihood - committed.log_likelihood) <= 1e-6 * max(
                 1.0, abs(committed.log_likelihood)
-            ):
+            )
+            if strict and not same:
                 raise SystemExit(f"{dataset}:{seed} {expr}: cold refit differs from the cache")
             rows.append(
                 {
@@ -70,6 +75,7 @@ def probe(dataset: str, seed: int, n_init: int = 10) -> list[dict]:
                     "gain": warm.log_likelihood - cold.log_likelihood,
                     "t_cold": t_cold,
                     "t_warm": t_warm,
+                    "cold_is_committed": same,
                 }
             )
         history.append(
@@ -92,6 +98,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", help="SERIES:SEED of committed default PROLAS searches")
     p.add_argument("--out", type=Path, help="write the Markdown table here too")
+    p.add_argument(
+        "--other-machine",
+        action="store_true",
+        help="count cold refits that differ from the committed fits instead of stopping "
+        "(another CPU's BLAS rounding)",
+    )
     args = p.parse_args()
     warnings.simplefilter("ignore")
     lines = [
@@ -101,7 +113,13 @@ def main() -> None:
     ]
     for run in args.runs:
         dataset, seed = run.split(":")
-        rows = probe(dataset, int(seed))
+        rows = probe(dataset, int(seed), strict=not args.other_machine)
+        moved = sum(not r["cold_is_committed"] for r in rows)
+        if moved:
+            print(
+                f"{dataset}:{seed}: {moved} of {len(rows)} cold refits differ from the "
+                "committed fits"
+            )
         g = np.array([r["gain"] for r in rows])
         ratio = sum(r["t_warm"] for r in rows) / sum(r["t_cold"] for r in rows)
         lines.append(
