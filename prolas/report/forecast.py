@@ -93,6 +93,7 @@ __all__ = [
     "MAX_HORIZON",
     "bic_weights",
     "forecast",
+    "forecast_title",
     "future_x",
     "mixture_cdf",
     "mixture_quantiles",
@@ -610,11 +611,24 @@ def rolling_weights(
         w = w / w.sum()
     else:  # no model scored (densities underflowed): the BIC weights, never NaNs
         w = bic_weights(table["bic"].to_numpy())
+    table = table.rename(columns={"weight": "bic_weight"})  # beside the weights used
     table["rolling_weight"] = w
     return w, table
 
 
 # --- the picture -----------------------------------------------------------------------
+
+
+def forecast_title(fc: Forecast) -> str:
+    """The forecast plot's title: the model, or which mixture of how many models."""
+    how = {
+        "best": fc.models[0],
+        "rolling": f"{fc.models[0]} (rolling-origin pick)",
+        "bma": f"BIC-weighted mixture of {len(fc.models)} models",
+        "rolling-mix": f"mixture of {len(fc.models)} models weighted by their forecasts "
+        "of the data's end",
+    }[fc.method]
+    return f"forecast, {len(fc)} steps: {how}"
 
 
 def plot_forecast(
@@ -644,11 +658,7 @@ def plot_forecast(
         fig.autofmt_xdate()
     ax.set_xlabel(dataset.x_column)
     ax.set_ylabel(dataset.y_column)
-    if fc.method == "best":
-        title = f"forecast, {len(fc)} steps: {fc.models[0]}"
-    else:
-        title = f"forecast, {len(fc)} steps: BIC-weighted mixture of {len(fc.models)} models"
-    ax.set_title(title, fontsize=10)
+    ax.set_title(forecast_title(fc), fontsize=10)
     ax.legend(loc="best", fontsize=8, frameon=False)
     fig.tight_layout()
     path = Path(path)

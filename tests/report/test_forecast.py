@@ -25,6 +25,7 @@ from prolas.gp import fit_gp, predict
 from prolas.report.forecast import (
     ForecastError,
     forecast,
+    forecast_title,
     future_x,
     mixture_quantiles,
     rolling_origin_check,
@@ -279,6 +280,23 @@ def test_rolling_mix_forecast_follows_the_check_not_the_bic(trend_season, fits) 
     assert mix.check is not None and list(mix.check["rolling_weight"]) == list(w)
     with pytest.raises(ForecastError, match="weights"):
         forecast(models, trend_season, 3, method="rolling-mix", weights=[1, 1, 1])
+    # the check's table keeps the BIC weights beside the weights used, named apart
+    np.testing.assert_allclose(mix.check["bic_weight"], bma.weights)
+    assert "weight" not in mix.check
+
+
+def test_forecast_plot_title_names_the_model_or_the_mixture(trend_season, fits) -> None:
+    titles = {
+        method: forecast_title(forecast(fits, trend_season, 6, method=method))
+        for method in ("best", "bma", "rolling", "rolling-mix")
+    }
+    assert titles == {
+        "best": "forecast, 6 steps: LIN + PER",
+        "bma": "forecast, 6 steps: BIC-weighted mixture of 3 models",
+        "rolling": "forecast, 6 steps: LIN + PER (rolling-origin pick)",
+        "rolling-mix": "forecast, 6 steps: mixture of 3 models weighted by their forecasts "
+        "of the data's end",
+    }
 
 
 def test_rolling_mix_weights_stay_finite_when_scores_are_not(trend_season, fits, monkeypatch):
