@@ -103,29 +103,12 @@ def evaluate_cell(
     base = {"dataset": name, "method": cell["method"], "seed": cell["seed"], "k": len(fits)}
     best = forecast(final, train, x_new=test.x)
     rows.append({**base, "way": "best", "expression": final.expression, "rmse": _rmse(best, test)})
-    bma = forecast(fits, train, x_new=test.x, method="bma")
-    top_w = max(bma.weights)
-    rows.append(
-        {
-            **base,
-            "way": "bma",
-            "expression": f"{len(fits)} models, top weight {top_w:.3f}",
-            "rmse": _rmse(bma, test),
-        }
-    )
-    fc = forecast(fits, train, x_new=test.x, method="rolling")
-    pick = fc.models[0]
-    rows.append({**base, "way": "rolling", "expression": pick, "rmse": _rmse(fc, test)})
-    mix = forecast(fits, train, x_new=test.x, method="rolling-mix")
-    top_w = max(mix.weights)
-    rows.append(
-        {
-            **base,
-            "way": "rolling_mix",
-            "expression": f"{len(fits)} models, top weight {top_w:.3f}",
-            "rmse": _rmse(mix, test),
-        }
-    )
+    for way, method in (("bma", "bma"), ("rolling", "rolling"), ("rolling_mix", "rolling-mix")):
+        fc = forecast(fits, train, x_new=test.x, method=method)
+        what = fc.models[0]  # the pick
+        if method != "rolling":
+            what = f"{len(fits)} models, top weight {max(fc.weights):.3f}"
+        rows.append({**base, "way": way, "expression": what, "rmse": _rmse(fc, test)})
     top = fits[0] if cell["n_search"] < cell["n_train"] else final
     rmse = _rmse(forecast(top, train, x_new=test.x), test)
     rows.append({**base, "way": "best_all", "expression": top.expression, "rmse": rmse})

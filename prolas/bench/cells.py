@@ -199,25 +199,28 @@ def machine() -> dict:
     picks its kernels by architecture (e.g. ``SkylakeX``, ``Haswell``), which changes the
     rounding, and an optimiser can end in another local optimum from there.
     """
-    import platform
-
     import scipy.linalg  # noqa: F401  (loads scipy's BLAS, which the fits use)
     from threadpoolctl import threadpool_info
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     blas = [
         " ".join(str(info.get(k)) for k in ("internal_api", "version", "architecture"))
         for info in threadpool_info()
         if info.get("user_api") == "blas"
     ]
-    return {"cpu": cpu, "cores": os.cpu_count(), "blas": blas}
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "blas": blas}
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``), else what ``platform`` knows."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def provenance() -> dict:

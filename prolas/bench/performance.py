@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from prolas.bench.cells import json_safe
+from prolas.bench.cells import cpu_model, json_safe
 from prolas.bench.grid import TimedScorer
 from prolas.bench.stats import fmt
 from prolas.data import Dataset, load_csv
@@ -195,14 +195,7 @@ def machine_description() -> list[str]:
     """CPU model, cores, memory, load, library versions (for PERFORMANCE.md)."""
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     mem = "?"
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
