@@ -807,8 +807,11 @@ def _write_forecast(args, out, dataset, config, result, best) -> str | None:
     fits = [best] if method == "best" else top_fits(result, dataset, config, k, best=best)
     fc = forecast(fits, dataset, horizon, method=method)
     fc.to_csv(out / "forecast.csv")
-    mixture = method in ("bma", "rolling-mix")
-    picked = None if mixture else {f.expression: f for f in fits}.get(fc.models[0])
+    # the plot marks the transitions of the model forecast with: the pick, or the
+    # mixture's dominant model (weight at least 0.5; rolling-mix is nearly always one)
+    top = max(range(len(fc.weights)), key=fc.weights.__getitem__)
+    dominant = fc.weights[top] >= 0.5
+    picked = {f.expression: f for f in fits}.get(fc.models[top]) if dominant else None
     plot_forecast(out / "forecast.png", fc, dataset, fit=picked)
     scores = ""
     if fc.check is not None:  # rolling and rolling-mix: the check's scores per model

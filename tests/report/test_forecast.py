@@ -377,7 +377,17 @@ def test_cli_mixture_line_says_its_weights_rank_a_thinned_search_on_all_points(
     assert "BIC-weighted mixture of" in printed and "weights from the BIC" not in printed
 
 
-def test_cli_default_forecast_is_the_rolling_origin_mixture(tmp_path, capsys) -> None:
+def test_cli_default_forecast_is_the_rolling_origin_mixture(tmp_path, capsys, monkeypatch) -> None:
+    import prolas.report.forecast as fc_module
+
+    drawn = {}
+    real_plot = fc_module.plot_forecast
+
+    def spy(path, fc, dataset, fit=None):
+        drawn["fit"] = fit
+        return real_plot(path, fc, dataset, fit=fit)
+
+    monkeypatch.setattr(fc_module, "plot_forecast", spy)
     out = tmp_path / "default"
     code = main(["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "6", "--out", str(out)])
     _, printed = capsys.readouterr()
@@ -390,6 +400,12 @@ def test_cli_default_forecast_is_the_rolling_origin_mixture(tmp_path, capsys) ->
     listed = line.split("of the data: ", 1)[1].split(";", 1)[0]
     for model, weight in zip(scores["model"], scores["rolling_weight"]):
         assert f"{model} ({weight:.2f})" in listed
+    # the plot marks the transitions of the dominant model (weight >= 0.5), if any
+    top = scores.loc[scores["rolling_weight"].idxmax()]
+    if top["rolling_weight"] >= 0.5:
+        assert drawn["fit"] is not None and drawn["fit"].expression == top["model"]
+    else:
+        assert drawn["fit"] is None
 
 
 @pytest.mark.slow
