@@ -804,6 +804,12 @@ def _write_forecast(args, out, dataset, config, result, best) -> str | None:
     from prolas.report.forecast import forecast, plot_forecast, top_fits
     from prolas.search.config import search_data
 
+    if not args.quiet and method != "best":
+        # refits of the top models on all points and the rolling check take a while on a
+        # long series (about 80 s for the check alone at 100 000 points)
+        models = f"the top models (up to {k})"
+        what = f"mixing {models}" if method == "bma" else f"scoring {models} on the data's end"
+        print(f"forecast: {what}…", file=sys.stderr, flush=True)
     fits = [best] if method == "best" else top_fits(result, dataset, config, k, best=best)
     fc = forecast(fits, dataset, horizon, method=method)
     fc.to_csv(out / "forecast.csv")

@@ -392,6 +392,7 @@ def test_cli_default_forecast_is_the_rolling_origin_mixture(tmp_path, capsys, mo
     code = main(["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "6", "--out", str(out)])
     _, printed = capsys.readouterr()
     assert code == 0, printed
+    assert "forecast: scoring the top models (up to 5) on the data's end…" in printed
     line = next(t for t in printed.splitlines() if "forecast.csv" in t)
     assert "mixture weighted by each model's forecast of the last 10% of the data" in line
     scores = pd.read_csv(out / "forecast_check.csv")
