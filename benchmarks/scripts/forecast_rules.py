@@ -55,16 +55,13 @@ from forecast_choice import TUNING, cell_fits  # noqa: E402
 from prolas.bench import ABCD_RMSE  # noqa: E402
 from prolas.data import Dataset  # noqa: E402
 from prolas.gp import FitConfig, FitResult, fit_gp, hold_unseen_transitions  # noqa: E402
-from prolas.report.forecast import _components, _log_normal, forecast  # noqa: E402
-
-#: The product's check: origins in the last 10 % of the training data, 5 of them.
-FRACTION, N_ORIGINS = 0.1, 5
-
-
-def origins(n: int) -> np.ndarray:
-    """The check's origins, as :func:`prolas.report.forecast.rolling_origin_check` places them."""
-    first = n - math.ceil(FRACTION * n)
-    return np.unique(np.linspace(first, n - 1, N_ORIGINS).round().astype(int))
+from prolas.report.forecast import (  # noqa: E402
+    _components,
+    _log_normal,
+    forecast,
+    origin_split,
+    rolling_origins,
+)
 
 
 def check(fits: list[FitResult], dataset: Dataset, config: FitConfig | None) -> list[list[dict]]:
@@ -76,9 +73,8 @@ def check(fits: list[FitResult], dataset: Dataset, config: FitConfig | None) -> 
     n = dataset.n
     out: list[list[dict]] = [[] for _ in fits]
     log_std = math.log(dataset.y_std)
-    for o in origins(n):
-        prefix = dataset.take(np.arange(int(o)), f"{dataset.name}[:{int(o)}]")
-        x, y = dataset.x[o:n], dataset.standardise(dataset.y[o:n])
+    for o in rolling_origins(n):  # the product's check: its default origins, to the end
+        prefix, x, y = origin_split(dataset, o, n)
         models = fits
         if config is not None:
             models = []

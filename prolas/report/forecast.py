@@ -98,7 +98,9 @@ __all__ = [
     "mixture_cdf",
     "mixture_quantiles",
     "plot_forecast",
+    "origin_split",
     "rolling_origin_check",
+    "rolling_origins",
     "rolling_pick",
     "rolling_weights",
     "top_fits",
@@ -477,6 +479,35 @@ def top_fits(
 # --- rolling origin --------------------------------------------------------------------
 
 
+def rolling_origins(n: int, fraction: float = 0.1, n_origins: int = 5) -> np.ndarray:
+    """The check's origins among ``n`` points: ``n_origins`` evenly spaced indices
+    ``o ≥ n - ceil(fraction n)``, rounded, distinct, increasing.
+
+    Raises:
+        ForecastError: ``fraction`` outside (0, 1), ``n_origins < 1``, or fewer than 2
+            points before the first origin.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ForecastError(f"fraction must be between 0 and 1, got {fraction}")
+    if n_origins < 1:
+        raise ForecastError(f"n_origins must be at least 1, got {n_origins}")
+    first = n - math.ceil(fraction * n)
+    if first < 2:
+        raise ForecastError(f"{n} points leave no prefix to condition on (fraction {fraction})")
+    return np.unique(np.linspace(first, n - 1, n_origins).round().astype(int))
+
+
+def origin_split(
+    dataset: Dataset, origin: int, stop: int
+) -> tuple[Dataset, np.ndarray, np.ndarray]:
+    """``(prefix, x, y)`` at one origin: the points before it to condition on (keeping the
+    full data's standardisation, for which the hyperparameters were fitted) and the
+    inputs and standardised outputs ``[origin, stop)`` to predict."""
+    o = int(origin)
+    prefix = dataset.take(np.arange(o), f"{dataset.name}[:{o}]")
+    return prefix, dataset.x[o:stop], dataset.standardise(dataset.y[o:stop])
+
+
 def rolling_origin_check(
     fits: Sequence[FitResult],
     dataset: Dataset,
@@ -509,24 +540,15 @@ def rolling_origin_check(
     fits, w = _as_fits(fits, weights)
     if w is None:
         w = bic_weights([f.bic for f in fits])
-    if not 0.0 < fraction < 1.0:
-        raise ForecastError(f"fraction must be between 0 and 1, got {fraction}")
-    if n_origins < 1:
-        raise ForecastError(f"n_origins must be at least 1, got {n_origins}")
     if horizon is not None:
         horizon = _check_horizon(horizon)
     n = dataset.n
-    first = n - math.ceil(fraction * n)
-    if first < 2:
-        raise ForecastError(f"{n} points leave no prefix to condition on (fraction {fraction})")
-    origins = np.unique(np.linspace(first, n - 1, n_origins).round().astype(int))
+    origins = rolling_origins(n, fraction, n_origins)
     err, lpd = [], []  # per origin: (K, points) residuals and log densities
     mix_err, mix_lpd = [], []
     for o in origins:
         stop = n if horizon is None else min(n, o + horizon)
-        x, y = dataset.x[o:stop], dataset.standardise(dataset.y[o:stop])
-        # condition on the points before the origin, with the full data's standardisation
-        prefix = dataset.take(np.arange(int(o)), f"{dataset.name}[:{int(o)}]")
+        prefix, x, y = origin_split(dataset, o, stop)
         means, sds = _components(fits, prefix, x)
         err.append(y[None, :] - means)
         lpd.append(_log_normal(y, means, sds))

@@ -29,6 +29,7 @@ from prolas.report.forecast import (
     future_x,
     mixture_quantiles,
     rolling_origin_check,
+    rolling_origins,
     rolling_pick,
     rolling_weights,
     top_fits,
@@ -219,6 +220,20 @@ def test_rolling_origin_check_scores_the_end_of_the_data(trend_season, fits) -> 
     assert one["rmse"].iloc[0] == pytest.approx(abs(resid), rel=1e-9)
     lpd = -0.5 * (math.log(2 * math.pi * var[0]) + resid**2 / var[0])
     assert one["mlpd"].iloc[0] == pytest.approx(lpd, rel=1e-9)
+
+
+def test_rolling_origins_sit_in_the_last_part_of_the_data() -> None:
+    # call-centre's 162 training points: the last 17 (ceil 16.2), 5 origins across them
+    assert rolling_origins(162).tolist() == [145, 149, 153, 157, 161]
+    assert rolling_origins(10, 0.1, 5).tolist() == [9]  # one point: one origin
+    for args, fragment in (
+        ((100, 0.0), "fraction"),
+        ((100, 1.0), "fraction"),
+        ((100, 0.1, 0), "n_origins"),
+        ((2, 0.5), "no prefix"),
+    ):
+        with pytest.raises(ForecastError, match=fragment):
+            rolling_origins(*args)
 
 
 def test_rolling_forecast_picks_by_forecast_error_not_bic(trend_season, fits) -> None:
