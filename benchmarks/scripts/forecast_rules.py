@@ -30,10 +30,17 @@ and at fit seed 0 each rule's RMSE / ABCD's published RMSE. The rules, for ``C``
   (``--forecast rolling-mix`` for ``fixed``);
 * ``C_bicmix``: weights ∝ exp(BIC + summed check log density).
 
+``complement`` adds to each record the search's best model of the family its top models
+lack (with a change operator or without; :func:`complement_expression`), fitted and
+checked as the others. The rules ``fam_change`` (the complement only when it is a change
+model) and ``fam_both`` are then ``fixed_mix`` over the top models and the complement.
+
 Usage::
 
     python benchmarks/scripts/forecast_rules.py record CELL.json ... --fit-seed K \\
         --lengthscale-floor 1 --out records.jsonl [--refit-check]
+    python benchmarks/scripts/forecast_rules.py complement records.jsonl --cells CELLS_DIR \
+        --lengthscale-floor 1 --out records_complement.jsonl
     python benchmarks/scripts/forecast_rules.py table records*.jsonl --out DIR
 """
 
@@ -53,7 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forecast_choice import TUNING, cell_fits  # noqa: E402
 
 from prolas.bench import ABCD_RMSE  # noqa: E402
-from prolas.data import Dataset  # noqa: E402
+from prolas.data import Dataset, load_csv  # noqa: E402
+from prolas.expr import parse  # noqa: E402
 from prolas.gp import FitConfig, FitResult, fit_gp, hold_unseen_transitions  # noqa: E402
 from prolas.report.forecast import (  # noqa: E402
     _components,
@@ -127,6 +135,52 @@ def record_cell(
     }
 
 
+def complement_expression(cell: dict, top: list[str]) -> str | None:
+    """The search's best expression of the family ``top`` lacks, or None.
+
+    The family is whether an expression holds a change operator (CP/CW). If none of the
+    top models has one, the best change model the search fitted; if all have one, its best
+    model without; if both families are in ``top``, None.
+    """
+    changes = {parse(e).has_change for e in top}
+    if len(changes) != 1:
+        return None
+    wanted = not changes.pop()
+    ok = [h for h in cell["history"] if h["status"] == "ok" and h["bic"] is not None]
+    ok.sort(key=lambda h: (-h["bic"], h["index"]))
+    for h in ok:
+        if h["expression"] not in top and parse(h["expression"]).has_change == wanted:
+            return h["expression"]
+    return None
+
+
+def complement_record(rec: dict, cell: dict, data_dir: Path, floor: float) -> dict:
+    """``rec`` with ``complement``: the model record of :func:`complement_expression`
+    fitted on all training points (None if there is none or its fit fails)."""
+    name = cell["dataset"]
+    train = load_csv(data_dir / f"{name}_train.csv")
+    test = load_csv(data_dir / f"{name}_test.csv")
+    expr = complement_expression(cell, [m["expression"] for m in rec["models"]])
+    entry = None
+    if expr is not None:
+        config = FitConfig(restarts=8, seed=rec["fit_seed"], lengthscale_floor=floor)
+        fit = fit_gp(expr, train, config)
+        if fit.ok:
+            fit = hold_unseen_transitions(fit, train)
+            fc = forecast(fit, train, x_new=test.x)
+            entry = {
+                "expression": fit.expression,
+                "has_change": parse(fit.expression).has_change,
+                "bic": fit.bic,
+                "test_rmse": float(np.sqrt(np.mean((fc.mean - test.y) ** 2))),
+                "test_mean": [float(v) for v in fc.mean],
+                "test_sd": [float(v) for v in fc.component_sds[0]],
+                "fixed": check([fit], train, None)[0],
+                "refit": None,
+            }
+    return {**rec, "complement": entry}
+
+
 # --- the rules ---------------------------------------------------------------------------
 
 
@@ -166,6 +220,19 @@ def rule_rmses(rec: dict) -> dict[str, float]:
         out[f"{kind}_rank"] = pick(ranks)
         out[f"{kind}_mix"] = mix(_normalised(slpd))
         out[f"{kind}_bicmix"] = mix(_normalised(bic + slpd))
+    if "complement" in rec:  # the rolling-origin mixture over the top models + complement
+        extra = rec["complement"]
+        slpd = [sum(o["slpd"] for o in m["fixed"]) for m in ms]
+        for rule, use in (
+            ("fam_change", extra is not None and extra["has_change"]),
+            ("fam_both", extra is not None),
+        ):
+            if use:
+                w = _normalised(np.array([*slpd, sum(o["slpd"] for o in extra["fixed"])]))
+                m = np.vstack([means, extra["test_mean"]])
+                out[rule] = float(np.sqrt(np.mean((w @ m - y) ** 2)))
+            else:
+                out[rule] = out["fixed_mix"]
     return out
 
 
@@ -251,6 +318,13 @@ def main() -> None:
     r.add_argument("--refit-check", action="store_true", help="also the refitted check")
     r.add_argument("--data-dir", type=Path, default=Path("data"))
     r.add_argument("--out", type=Path, required=True, help="JSON lines file (appended)")
+    c = sub.add_parser("complement", help="add each record's complement model")
+    c.add_argument("records", type=Path, help="records of one grid (JSON lines)")
+    c.add_argument("--cells", type=Path, required=True, help="that grid's cells directory")
+    c.add_argument("--lengthscale-floor", type=float, default=1.0, help="the grid's floor")
+    c.add_argument("--data-dir", type=Path, default=Path("data"))
+    c.add_argument("--datasets", nargs="*", help="only these series")
+    c.add_argument("--out", type=Path, required=True, help="JSON lines file (appended)")
     t = sub.add_parser("table", help="apply the rules to records")
     t.add_argument("records", type=Path, nargs="+")
     t.add_argument("--out", type=Path, required=True, help="directory for forecast_rules.md")
@@ -265,6 +339,24 @@ def main() -> None:
                 fh.write(json.dumps(rec) + "\n")
                 fh.flush()
                 print(f"{cell['dataset']} seed {cell['seed']}", flush=True)
+        return
+    if args.command == "complement":
+        with args.out.open("a") as fh:
+            for line in args.records.read_text().splitlines():
+                rec = json.loads(line)
+                if args.datasets and rec["dataset"] not in args.datasets:
+                    continue
+                path = args.cells / f"{rec['dataset']}__prolas__seed{rec['seed']}.json"
+                cell = json.loads(path.read_text())
+                rec = complement_record(rec, cell, args.data_dir, args.lengthscale_floor)
+                fh.write(json.dumps(rec) + "\n")
+                fh.flush()
+                extra = rec["complement"]
+                print(
+                    f"{rec['dataset']} seed {rec['seed']}: "
+                    f"{extra['expression'] if extra else None}",
+                    flush=True,
+                )
         return
     records = [json.loads(line) for f in args.records for line in f.read_text().splitlines()]
     text = tables(records)

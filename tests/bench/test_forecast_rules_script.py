@@ -110,3 +110,36 @@ def test_check_cost_script_times_both_on_a_short_series() -> None:
     r = cost.measure(300)
     assert r["n"] == 300 and r["bma_s"] > 0 and r["check_s"] > 0
     assert len(r["weights"]) == 5 and sum(r["weights"]) == pytest.approx(1.0, abs=0.01)
+
+
+def _history(*rows: tuple[str, float]) -> dict:
+    return {
+        "history": [
+            {"index": i + 1, "expression": e, "status": "ok", "bic": b}
+            for i, (e, b) in enumerate(rows)
+        ]
+    }
+
+
+def test_complement_is_the_best_model_of_the_missing_family() -> None:
+    cell = _history(("PER", 5.0), ("CP(SE, PER)", 3.0), ("CW(LIN, SE)", 4.0), ("SE", 9.0))
+    # no change model among the top: the best change model the search fitted
+    assert fr.complement_expression(cell, ["SE", "PER"]) == "CW(LIN, SE)"
+    # only change models among the top: the best model without one
+    assert fr.complement_expression(cell, ["CW(LIN, SE)", "CP(SE, PER)"]) == "SE"
+    # both families present, or none of the missing family fitted: nothing
+    assert fr.complement_expression(cell, ["SE", "CW(LIN, SE)"]) is None
+    assert fr.complement_expression(_history(("SE", 1.0), ("PER", 0.0)), ["SE"]) is None
+
+
+def test_family_rules_mix_the_complement_by_its_check() -> None:
+    models = [_model("A", 10.0, [3.0], sse=[1.0], slpd=[-2.0])]
+    rec = {"dataset": "airline", "seed": 0, "fit_seed": 0, "test_y": [1.0], "models": models}
+    extra = {**_model("CP(A, B)", 0.0, [1.0], sse=[1.0], slpd=[-2.0]), "has_change": True}
+    r = fr.rule_rmses({**rec, "complement": extra})
+    assert r["fixed_mix"] == 2.0  # one model
+    assert r["fam_change"] == r["fam_both"] == pytest.approx(1.0)  # equal weights: (3 + 1) / 2
+    r = fr.rule_rmses({**rec, "complement": {**extra, "has_change": False}})
+    assert r["fam_change"] == 2.0 and r["fam_both"] == pytest.approx(1.0)
+    r = fr.rule_rmses({**rec, "complement": None})
+    assert r["fam_change"] == r["fam_both"] == 2.0
