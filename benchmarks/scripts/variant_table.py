@@ -5,8 +5,10 @@ cells themselves) run with the same settings as the reference grid but a changed
 For every series and variant: mean ± s.e. of the best BIC after the budget; the median
 over seeds of the fits needed to reach the final BIC of CKS with the change rules (from
 the reference grid; a seed that never does counts as never); the mean test RMSE of the
-chosen models; the mean strategy seconds. Only the seeds every variant ran are compared
-(the reference grid may hold more).
+chosen models; the mean strategy seconds; random search's mean best BIC (the reference
+grid's ``random`` cells, all its seeds); and, paired by seed against the default, the
+mean ± s.e. of the difference in best BIC and the mean log(test RMSE / the default's).
+Only the seeds every variant ran are compared (the reference grid may hold more).
 
     python benchmarks/scripts/variant_table.py benchmarks/results/extrapolation \\
         --datasets airline,call-centre,sulphuric --variant edits_local=DIR ... --out FILE.md
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prolas.bench.stats import fmt, summary_rows
+from prolas.bench.stats import cell_trace, fmt, mean_se, summary_rows
 
 REFERENCE = "cks:change"
 
@@ -53,8 +55,16 @@ def variant_rows(
         seeds = sorted(set.intersection(*(set(r) for r in runs.values())))
         cells = cks + [{**r[s], "method": name} for name, r in runs.items() for s in seeds]
         stats = {r["method"]: r for r in summary_rows(cells, budget, reference=REFERENCE)}
+        random = [cell_trace(c, budget)[-1] for c in load(reference, dataset, "random").values()]
+
+        def best(cell: dict) -> float:
+            return cell_trace(cell, budget)[-1]
+
+        ref = runs["default"]
         for name, r in runs.items():
             row = stats[name]
+            diff = mean_se(np.array([best(r[s]) - best(ref[s]) for s in seeds]))
+            log_rmse = [math.log(r[s]["test"]["rmse"] / ref[s]["test"]["rmse"]) for s in seeds]
             rows.append(
                 {
                     "dataset": dataset,
@@ -67,6 +77,10 @@ def variant_rows(
                     "reached": row["seeds"] - row["evals_to_cks_never"],
                     "rmse_mean": float(np.mean([r[s]["test"]["rmse"] for s in seeds])),
                     "strategy_s": row["strategy_seconds_per_seed"],
+                    "random_mean": float(np.mean(random)) if random else math.nan,
+                    "diff_mean": diff[0],
+                    "diff_se": diff[1],
+                    "log_rmse_ratio": float(np.mean(log_rmse)),
                 }
             )
     return rows
@@ -75,15 +89,17 @@ def variant_rows(
 def markdown(rows: list[dict], budget: int) -> str:
     lines = [
         f"| data (CKS final BIC) | variant | seeds | mean best BIC at {budget} | median fits to "
-        "CKS's BIC (seeds reaching it) | test RMSE, mean | strategy s |",
-        "|---|---|---|---|---|---|---|",
+        "CKS's BIC (seeds reaching it) | test RMSE, mean | strategy s | random mean best | "
+        "best BIC − default's (paired) | log(RMSE / default's), mean |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         fits = "never" if not math.isfinite(r["fits_median"]) else f"{r['fits_median']:g}"
         lines.append(
             f"| {r['dataset']} ({r['cks_final']:.2f}) | {r['variant']} | {r['seeds']} | "
             f"{fmt(r['best_mean'])} ± {fmt(r['best_se'])} | {fits} ({r['reached']}/{r['seeds']}) | "
-            f"{r['rmse_mean']:.4g} | {r['strategy_s']:.0f} |"
+            f"{r['rmse_mean']:.4g} | {r['strategy_s']:.0f} | {fmt(r['random_mean'])} | "
+            f"{r['diff_mean']:+.2f} ± {fmt(r['diff_se'])} | {r['log_rmse_ratio']:+.3f} |"
         )
     return "\n".join(lines) + "\n"
 
