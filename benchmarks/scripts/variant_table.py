@@ -71,6 +71,7 @@ def variant_rows(
                     "variant": name,
                     "seeds": row["seeds"],
                     "cks_final": row["cks_final_bic"],
+                    "cks_fits": row["cks_evals"],
                     "best_mean": row[f"best_at_{budget}_mean"],
                     "best_se": row[f"best_at_{budget}_se"],
                     "fits_median": row["evals_to_cks_median"],  # inf: most seeds never
@@ -88,15 +89,17 @@ def variant_rows(
 
 def markdown(rows: list[dict], budget: int) -> str:
     lines = [
-        f"| data (CKS final BIC) | variant | seeds | mean best BIC at {budget} | median fits to "
-        "CKS's BIC (seeds reaching it) | test RMSE, mean | strategy s | random mean best | "
+        "| data (CKS final BIC, its fits) | variant | seeds | "
+        f"mean best BIC at {budget} | median fits to CKS's BIC (seeds reaching it) | "
+        "test RMSE, mean | strategy s | random mean best | "
         "best BIC − default's (paired) | log(RMSE / default's), mean |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         fits = "never" if not math.isfinite(r["fits_median"]) else f"{r['fits_median']:g}"
         lines.append(
-            f"| {r['dataset']} ({r['cks_final']:.2f}) | {r['variant']} | {r['seeds']} | "
+            f"| {r['dataset']} ({r['cks_final']:.2f}, {r['cks_fits']:g}) | "
+            f"{r['variant']} | {r['seeds']} | "
             f"{fmt(r['best_mean'])} ± {fmt(r['best_se'])} | {fits} ({r['reached']}/{r['seeds']}) | "
             f"{r['rmse_mean']:.4g} | {r['strategy_s']:.0f} | {fmt(r['random_mean'])} | "
             f"{r['diff_mean']:+.2f} ± {fmt(r['diff_se'])} | {r['log_rmse_ratio']:+.3f} |"

@@ -30,7 +30,8 @@ def test_variants_are_compared_on_common_seeds_against_the_cks_target(tmp_path) 
     rows = vt.variant_rows(tmp_path / "ref", {"v": var}, ["d"], budget=3)
     default, v = rows
     assert default["variant"] == "default" and default["seeds"] == 2
-    assert default["cks_final"] == 3.0 and default["best_mean"] == 3.0
+    assert default["cks_final"] == 3.0 and default["cks_fits"] == 2  # CKS reaches 3 at fit 2
+    assert default["best_mean"] == 3.0
     # fits to 3.0: seed 0 at 1, seed 1 never -> the median of (1, never) is never
     assert math.isinf(default["fits_median"]) and default["reached"] == 1
     assert v["best_mean"] == 4.0 and v["fits_median"] == 2.5 and v["reached"] == 2
@@ -42,10 +43,10 @@ def test_variants_are_compared_on_common_seeds_against_the_cks_target(tmp_path) 
     assert default["diff_mean"] == 0.0 and default["log_rmse_ratio"] == 0.0
     table = vt.markdown(rows, 3)
     assert (
-        "| d (3.00) | v | 2 | 4.00 ± 1.00 | 2.5 (2/2) | 4 | 0 | 1.50 | +1.00 ± 0.00 | +0.314 |"
+        "| d (3.00, 2) | v | 2 | 4.00 ± 1.00 | 2.5 (2/2) | 4 | 0 | 1.50 | +1.00 ± 0.00 | +0.314 |"
         in table
     )
     assert (
-        "| d (3.00) | default | 2 | 3.00 ± 1.00 | never (1/2) | 3 | 0 | 1.50 | "
+        "| d (3.00, 2) | default | 2 | 3.00 ± 1.00 | never (1/2) | 3 | 0 | 1.50 | "
         "+0.00 ± 0.00 | +0.000 |" in table
     )
