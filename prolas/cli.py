@@ -23,6 +23,7 @@ from prolas.limits import (
     LENGTHSCALE_FLOOR,
     SEARCH_POINTS,
     WARM_FITS,
+    WARM_START,
 )
 
 EPILOG = """examples:
@@ -155,11 +156,12 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--warm-start",
         type=int,
-        default=10,
+        default=WARM_START,
         metavar="K",
-        help="PROLAS: start with K expressions that ranked well on other benchmark series "
-        "(a meta-learned portfolio; a series never ranks itself), the rest of the 10-point "
-        "initial design Sobol points; 0 disables (default 10)",
+        help="PROLAS: the 10-point initial design fits the grammar's base kernels, then K "
+        "expressions that ranked well on other benchmark series (a meta-learned portfolio; "
+        "a series never ranks itself), then Sobol points; 0 disables the portfolio "
+        f"(default {WARM_START})",
     )
     g.add_argument(
         "--surrogate",

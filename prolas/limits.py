@@ -48,6 +48,9 @@ FORECAST_MODELS = 5
 #: optimal-transport kernel on the decoded expressions (default), or ``latent``, a GP on the
 #: latent point (Algorithm 2 as published); :mod:`prolas.search.latent`.
 LATENT_SURROGATES = ("latent", "ot")
-#: Points of PROLAS's initial design; ``--warm-start K`` makes the first K of them portfolio
-#: expressions (:mod:`prolas.search.portfolio`).
+#: Points of PROLAS's initial design: the grammar's base kernels, then ``--warm-start K``
+#: portfolio expressions (:mod:`prolas.search.portfolio`), then Sobol points.
 INITIAL_DESIGN = 10
+#: Portfolio expressions after the base kernels (decided over fit seeds 1 and 2 of the
+#: tuning series: ``benchmarks/results/initial_design/``).
+WARM_START = 5

@@ -9,7 +9,9 @@ or when it has been evaluated). The predictions are the surrogate's own
 (``_ExpressionGP.last_ranking``): BIC = predicted log-likelihood minus the exact penalty.
 
 The search is the grid's own cell (:func:`prolas.bench.grid.run_cell`, without the final
-refit), so its history is the committed cell's. Scores come from a copy of the grid's fit
+refit) with the settings the committed cell recorded (:meth:`LatentBOConfig.from_record`;
+the grid predates the base kernels in the initial design), so its history is the
+committed cell's. Scores come from a copy of the grid's fit
 cache (``--grid``/fits/<series>.jsonl): a search the grid ran costs no fits.
 
     python benchmarks/scripts/acquisition_trace.py temperature 0 --watch "PER,C + PER"
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -28,6 +31,7 @@ from prolas.bench.grid import BenchConfig, MethodSpec, cached_scorer, run_cell
 from prolas.pipeline import run_strategy
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator
+from prolas.threads import torch_threads
 
 # ``prolas.search`` the package is shadowed by the ``search`` function that ``prolas``
 # exports, so the module is imported by name
@@ -78,7 +82,13 @@ def trace(
         latent._LatentSearch.step = traced_step
         try:
             cell, result, _ = run_cell(
-                searched, config.methods[0], seed, config, scorer, name=series, search=_search_only
+                searched,
+                config.methods[0],
+                seed,
+                config,
+                scorer,
+                name=series,
+                search=_recorded_search(grid, series, seed),
             )
         finally:
             latent._LatentSearch.step = step
@@ -90,9 +100,20 @@ def trace(
     return lines, cell
 
 
-def _search_only(ev: Evaluator, dataset, config: SearchConfig):
-    """The grid's search without the final fit of its best model."""
-    return run_strategy(ev, dataset, config), None
+def _recorded_search(grid: Path, series: str, seed: int):
+    """The grid's search without the final fit of its best model, with the options its
+    committed cell recorded (today's defaults when there is no such cell)."""
+    path = grid / "cells" / f"{series}__prolas__seed{seed}.json"
+    recorded = json.loads(path.read_text())["extra"]["options"] if path.exists() else None
+
+    def search(ev: Evaluator, dataset, config: SearchConfig):
+        if recorded is None:
+            return run_strategy(ev, dataset, config), None
+        options = latent.LatentBOConfig.from_record(recorded)
+        with torch_threads(1):  # as run_strategy runs every strategy
+            return latent.search_prolas(ev, dataset, config, options=options), None
+
+    return search
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,6 +23,7 @@ from prolas.limits import (
     LENGTHSCALE_FLOOR,
     SEARCH_POINTS,
     WARM_FITS,
+    WARM_START,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,9 +57,10 @@ class SearchConfig:
         latent_surrogate: what PROLAS models BIC with: ``ot`` (a GP with the OT kernel on
             the decoded expressions, default) or ``latent`` (a GP on the latent point,
             Algorithm 2 as published); see :class:`prolas.search.latent.LatentBOConfig`.
-        warm_start: PROLAS: how many of the initial design's 10 points are the
-            meta-learned portfolio of expressions that ranked well on other benchmark
-            series (:mod:`prolas.search.portfolio`); 0 for a Sobol design only.
+        warm_start: PROLAS: how many of the initial design's 10 points, after the
+            grammar's base kernels, are the meta-learned portfolio of expressions that
+            ranked well on other benchmark series (:mod:`prolas.search.portfolio`); 0 for
+            the base kernels and Sobol points only.
         search_points: longer series are searched on this many evenly spaced points
             (exact GPs; :meth:`Dataset.thinned`) and the best model is then refitted on
             all points (:func:`prolas.pipeline.refit`); 0 searches on all points.
@@ -82,7 +84,7 @@ class SearchConfig:
     surrogate: str = "hierarchical"
     acq_opt: str = "ea"
     latent_surrogate: str = "ot"
-    warm_start: int = INITIAL_DESIGN
+    warm_start: int = WARM_START
     search_points: int = SEARCH_POINTS
     lengthscale_floor: float = LENGTHSCALE_FLOOR
     warm_fits: bool = WARM_FITS

@@ -142,6 +142,9 @@ def fingerprint(dataset: Dataset, config: SearchConfig) -> dict[str, Any]:
         fp["train_vae"] = bool(config.train_vae)
         fp["latent_surrogate"] = config.latent_surrogate
         fp["warm_start"] = int(config.warm_start)
+        # journals written before the base kernels opened the design lack this: they
+        # searched another initial design, so they do not resume
+        fp["initial_design"] = "base kernels first"
         if config.warm_start:  # the portfolio leaves out the library series of this name
             fp["dataset_name"] = dataset.name
     if config.method == "structural":

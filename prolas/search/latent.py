@@ -8,10 +8,13 @@ search works on ``u = (z - lo) / (hi - lo)`` in the unit cube ``[0, 1]^d``.
 
 Loop (:meth:`_LatentSearch.run`):
 
-1. **Initial design** (``n_init`` = 10 points): the warm start, ``warm_start`` portfolio
-   expressions that ranked well on other benchmark series
-   (:func:`prolas.search.portfolio.warm_start`), placed at the latent codes of their
-   token sequences; then a scrambled Sobol design of the cube.
+1. **Initial design** (``n_init`` = 10 points): the grammar's base kernels (those of
+   positive prior: SE, LIN, PER, RQ and C in the shipped grammars), CKS's first level,
+   so a series whose best model is one kernel finds it at once; then the warm start,
+   ``warm_start`` (5) portfolio expressions that ranked well on other benchmark series
+   (:func:`prolas.search.portfolio.warm_start`); each point at the latent code of its
+   token sequence; then a scrambled Sobol design of the cube to ``n_init``
+   (``benchmarks/results/initial_design/``).
 2. **Surrogate** (``LatentBOConfig.surrogate``, ``prolas fit --latent-surrogate``):
 
    * ``ot`` (default, :class:`_ExpressionGP`): a GP with the optimal-transport kernel
@@ -75,8 +78,8 @@ import torch
 
 from prolas.errors import NumericsWarning, ProlasError
 from prolas.expr import Expression, parse
-from prolas.grammar import Grammar, sequence_expression
-from prolas.limits import INITIAL_DESIGN, LATENT_SURROGATES
+from prolas.grammar import STOP, Grammar, sequence_expression
+from prolas.limits import INITIAL_DESIGN, LATENT_SURROGATES, WARM_START
 from prolas.records import SearchResult
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluator
@@ -103,8 +106,9 @@ class LatentBOConfig:
 
     Attributes:
         n_init: size of the initial design (capped at the budget).
-        warm_start: the first ``min(warm_start, n_init)`` points of the initial design
-            are the portfolio (module docstring); the rest are Sobol points.
+        base_kernels: the initial design starts with the grammar's base kernels.
+        warm_start: then up to ``warm_start`` points of the initial design are the
+            portfolio (module docstring); the rest are Sobol points.
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -137,7 +141,8 @@ class LatentBOConfig:
     box_quantile: float = 0.001
     box_expand: float = 0.1
     surrogate: str = "ot"
-    warm_start: int = INITIAL_DESIGN
+    base_kernels: bool = True
+    warm_start: int = WARM_START
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -151,6 +156,14 @@ class LatentBOConfig:
             except json.JSONDecodeError:
                 changes[key] = value
         return cls(**changes)
+
+    @classmethod
+    def from_record(cls, options: dict) -> LatentBOConfig:
+        """The settings a search recorded (``SearchResult.extra["options"]``), to replay it.
+        Records from before the base kernels opened the initial design lack
+        ``base_kernels``: those searches ran without them."""
+        values = {"base_kernels": False, **options}
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
     def __post_init__(self) -> None:
         if self.surrogate not in LATENT_SURROGATES:
@@ -282,15 +295,19 @@ class _LatentSearch:
                     break
 
     def initial_design(self) -> None:
-        """The warm start, then Sobol points until ``n_init`` new expressions (at most
-        ``50 n`` points; the repeats join the data for free)."""
+        """The base kernels, the warm start, then Sobol points until ``n_init`` new
+        expressions (at most ``50 n`` points; the repeats join the data for free)."""
         n = min(self.opt.n_init, self.ev.remaining)
-        if self.opt.warm_start:
-            warm = self.warm_start_points(min(self.opt.warm_start, n))
-            self.evaluate(warm)
-            n -= len(warm)
-            if n <= 0:
-                return
+        if self.opt.base_kernels:
+            picked = self.base_kernel_points(n)
+            self.evaluate(picked)
+            n -= len(picked)
+        if self.opt.warm_start and n > 0:
+            picked = self.warm_start_points(min(self.opt.warm_start, n))
+            self.evaluate(picked)
+            n -= len(picked)
+        if n <= 0:
+            return
         sobol = torch.quasirandom.SobolEngine(self.d, scramble=True, seed=self.seed)
         pts: Points = []
         fresh: set[str] = set()
@@ -302,11 +319,22 @@ class _LatentSearch:
                 fresh.add(str(e))
         self.evaluate(pts)
 
+    def base_kernel_points(self, k: int) -> Points:
+        """Up to ``k`` of the grammar's base kernels of positive prior not evaluated yet,
+        in the grammar's order, each at the latent code of its sequence ``(K, stop)``."""
+        g = self.vae.grammar
+        seqs = [(name, STOP) for name, p in zip(g.base_kernels, g.p_base) if p > 0]
+        picked = [(q, e) for q in seqs if not self.ev.seen(e := sequence_expression(q))]
+        return self.encoded(picked[:k])
+
     def warm_start_points(self, k: int) -> Points:
         """Up to ``k`` new portfolio expressions valid in the VAE's grammar
-        (:func:`prolas.search.portfolio.warm_start`), each at the latent code of its
-        token sequence."""
+        (:func:`prolas.search.portfolio.warm_start`)."""
         picked = warm_start(self.vae.grammar, k, self.ev.seen, self.dataset_name, log=self.log)
+        return self.encoded(picked)
+
+    def encoded(self, picked: list[tuple[tuple[str, ...], Expression]]) -> Points:
+        """``(sequence, expression)`` pairs as points at their sequences' latent codes."""
         if not picked:
             return []
         U = self.to_unit(self.vae.encode_sequences([seq for seq, _ in picked]))

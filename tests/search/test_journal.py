@@ -301,7 +301,8 @@ def test_prolas_fingerprint_holds_every_setting_that_changes_its_proposals(tmp_p
     ds = Dataset.from_arrays([0.0, 1.0, 2.0, 3.0, 4.0], [1.0, 0.0, 2.0, 1.0, 0.5])
     base = SearchConfig(method="prolas", budget=5, restarts=2)
     fp = fingerprint(ds, base)
-    assert fp["latent_surrogate"] == "ot" and fp["warm_start"] == 10
+    assert fp["latent_surrogate"] == "ot" and fp["warm_start"] == 5
+    assert fp["initial_design"] == "base kernels first"
     assert fp["dataset_name"] == ds.name and len(fp["checkpoint_sha256"]) == 64
     assert fp != fingerprint(ds, base.replace(latent_surrogate="latent"))
     assert fp != fingerprint(ds, base.replace(warm_start=0))
@@ -315,8 +316,16 @@ def test_prolas_fingerprint_holds_every_setting_that_changes_its_proposals(tmp_p
         open_journal(
             tmp_path, ds, base.replace(latent_surrogate="latent"), resume=True, force=False
         )
-    with pytest.raises(JournalError, match="warm_start 10 -> 0"):
+    with pytest.raises(JournalError, match="warm_start 5 -> 0"):
         open_journal(tmp_path, ds, base.replace(warm_start=0), resume=True, force=False)
+    # a journal written before the base kernels opened the initial design does not resume
+    path = tmp_path / "journal.jsonl"
+    lines = path.read_text().splitlines()
+    head = json.loads(lines[0])
+    assert head["fingerprint"].pop("initial_design") == "base kernels first"
+    path.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    with pytest.raises(JournalError, match="initial_design"):
+        open_journal(tmp_path, ds, base, resume=True, force=False)
 
 
 def test_cks_fingerprint_names_the_change_rules(tmp_path) -> None:

@@ -25,11 +25,18 @@ from prolas.search.evaluator import Evaluator
 from prolas.search.latent import LatentBOConfig, search_prolas
 from prolas.search.random_search import search_random
 
-# The synthetic objective is not a data set, so the warm-start portfolio (ranked on real
-# series' BIC, tests/search/test_portfolio.py) is off here: these tests are about the BO loop.
+# The synthetic objective is not a data set, so the initial design's base kernels and
+# warm-start portfolio (ranked on real series' BIC, tests/search/test_portfolio.py) are off
+# here: these tests are about the BO loop.
 # Small acquisition optimiser: the laws do not depend on it and tests stay fast.
 FAST = LatentBOConfig(
-    warm_start=0, surrogate="latent", num_restarts=2, raw_samples=32, pool_sobol=256, pool_local=256
+    base_kernels=False,
+    warm_start=0,
+    surrogate="latent",
+    num_restarts=2,
+    raw_samples=32,
+    pool_sobol=256,
+    pool_local=256,
 )
 
 
@@ -92,7 +99,9 @@ def test_prolas_finds_the_optimum_faster_than_random_search(trained) -> None:
 def test_ot_surrogate_finds_the_optimum_faster_than_random_search(trained) -> None:
     # same objective; the GP now models the decoded expressions with the OT kernel
     target, budget, seeds = "LIN + PER + SE", 20, range(4)
-    opts = LatentBOConfig(warm_start=0, n_init=5, surrogate="ot", pool_sobol=256, pool_local=256)
+    opts = LatentBOConfig(
+        base_kernels=False, warm_start=0, n_init=5, surrogate="ot", pool_sobol=256, pool_local=256
+    )
     optimum = Similarity(target).score(parse(target))
     hits_bo, hits_rnd = [], []
     for s in seeds:
@@ -111,7 +120,9 @@ def test_ot_surrogate_finds_the_optimum_faster_than_random_search(trained) -> No
 
 def test_ot_surrogate_batches_survive_failures_and_are_deterministic(trained) -> None:
     fail = frozenset({"SE", "LIN", "PER", "LIN + SE", "PER + SE"})
-    opts = LatentBOConfig(warm_start=0, n_init=4, surrogate="ot", pool_sobol=128, pool_local=128)
+    opts = LatentBOConfig(
+        base_kernels=False, warm_start=0, n_init=4, surrogate="ot", pool_sobol=128, pool_local=128
+    )
 
     def run(seed: int) -> list[str]:
         scorer = Similarity("LIN*PER + SE", fail=fail)
@@ -174,7 +185,9 @@ def test_same_seed_same_history_different_seed_differs(trained) -> None:
 def test_batch_proposals(trained) -> None:
     scorer = Similarity("LIN + PER")
     ev = Evaluator(scorer, budget=12)
-    opts = LatentBOConfig(warm_start=0, num_restarts=4, raw_samples=64, mc_samples=32, n_init=4)
+    opts = LatentBOConfig(
+        base_kernels=False, warm_start=0, num_restarts=4, raw_samples=64, mc_samples=32, n_init=4
+    )
     res = search_prolas(
         ev, None, SearchConfig(budget=12, seed=0, batch=3), trained=trained, options=opts
     )
@@ -198,7 +211,9 @@ from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator, TableScorer
 from prolas.search.latent import LatentBOConfig, search_prolas
 ev = Evaluator(TableScorer({"PER": 1.0}, default=0.0), 6)
-opts = LatentBOConfig(warm_start=0, surrogate="latent", n_init=3, num_restarts=2, raw_samples=16)
+opts = LatentBOConfig(
+    base_kernels=False, warm_start=0, surrogate="latent", n_init=3, num_restarts=2, raw_samples=16
+)
 search_prolas(ev, None, SearchConfig(budget=6), options=opts)
 assert "botorch" in sys.modules
 after = fit_gp("LIN + PER*SE", ds, restarts=2).log_likelihood
@@ -227,8 +242,9 @@ def test_fit_cli_defaults_to_prolas_with_the_shipped_checkpoint(
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "loaded checkpoint change" in err
-    # the budget is spent on the portfolio, ranked without airline's own scores
-    assert "warm start: 8 portfolio expressions ranked on 8 library series" in err
+    # the budget is spent on the initial design: the change grammar's five base kernels,
+    # then the portfolio, ranked without airline's own scores
+    assert "warm start: 3 portfolio expressions ranked on 8 library series" in err
     assert "(left out: airline)" in err
     assert f"PROLAS ({surrogate or 'ot'} surrogate): 8 evaluations" in err
     doc = json.loads((out / "result.json").read_text())
@@ -236,6 +252,7 @@ def test_fit_cli_defaults_to_prolas_with_the_shipped_checkpoint(
     assert doc["search"]["method"] == "prolas" and doc["search"]["checkpoint"] == "change"
     exprs = [h["expression"] for h in doc["history"]]
     assert len(exprs) == 8 == len(set(exprs)) == doc["search"]["evaluations"]
+    assert exprs[:5] == ["SE", "LIN", "PER", "RQ", "C"]
     assert [h["index"] for h in doc["history"]] == list(range(1, 9))
 
 
@@ -282,7 +299,9 @@ def test_exact_penalty_makes_proposals_cheaper_on_a_flat_likelihood(trained) -> 
         return [parse(e.expression).n_params for e in result.history[4:]]
 
     objective = PenalisedFlat("LIN*PER*RQ + SE")
-    opts = LatentBOConfig(warm_start=0, n_init=4, pool_sobol=256, pool_local=256)
+    opts = LatentBOConfig(
+        base_kernels=False, warm_start=0, n_init=4, pool_sobol=256, pool_local=256
+    )
     ev = Evaluator(objective, 14)
     res = search_prolas(ev, None, SearchConfig(budget=14, seed=1), trained=trained, options=opts)
     assert res.evaluations == 14 and res.extra["surrogate_failures"] == 0
@@ -304,3 +323,17 @@ def test_half_log_n_is_read_off_the_evaluations(trained) -> None:
     ev.evaluate_many([e])
     state.add(torch.zeros(trained.latent_dim), e)
     assert state._half_log_n() == pytest.approx(PenalisedFlat.LOG_N / 2)
+
+
+def test_recorded_options_replay_the_search_that_wrote_them() -> None:
+    from dataclasses import asdict
+
+    # as search_prolas records them in result.json: tuples as lists
+    recorded = {
+        k: list(v) if isinstance(v, tuple) else v for k, v in asdict(LatentBOConfig()).items()
+    }
+    assert recorded["base_kernels"] is True and isinstance(recorded["perturb_scales"], list)
+    assert LatentBOConfig.from_record(json.loads(json.dumps(recorded))) == LatentBOConfig()
+    # a record from before the base kernels opened the initial design searched without them
+    old = {k: v for k, v in recorded.items() if k != "base_kernels"} | {"warm_start": 10}
+    assert LatentBOConfig.from_record(old) == LatentBOConfig(base_kernels=False, warm_start=10)

@@ -139,15 +139,25 @@ def _named(name: str) -> Dataset:
 
 
 @pytest.mark.parametrize("name", ["airline", "my-series"])
-def test_search_starts_with_the_left_out_portfolio(trained, name: str) -> None:
+def test_search_starts_with_the_base_kernels_then_the_left_out_portfolio(
+    trained, name: str
+) -> None:
     lib = BenchmarkScores.load()
     expected = [lib.expressions[i] for i in lib.select(4, excluded_series(name, lib.series))]
-    ev = Evaluator(lambda e: Score(str(e), "ok", -e.n_params, -e.n_params, e.n_params, 0.0), 8)
-    options = LatentBOConfig(warm_start=4, n_init=6, pool_sobol=128, pool_local=128)
-    res = search_prolas(ev, _named(name), SearchConfig(budget=8), trained=trained, options=options)
-    first = [e.expression for e in res.history[:4]]
+    g = trained.grammar
+    base = [k for k, p in zip(g.base_kernels, g.p_base) if p > 0]
+    assert base == ["SE", "LIN", "PER", "RQ"]  # the default grammar: no C
+    ev = Evaluator(lambda e: Score(str(e), "ok", -e.n_params, -e.n_params, e.n_params, 0.0), 10)
+    options = LatentBOConfig(warm_start=4, n_init=9, pool_sobol=128, pool_local=128)
+    res = search_prolas(ev, _named(name), SearchConfig(budget=10), trained=trained, options=options)
+    assert [e.expression for e in res.history[:4]] == base
+    first = [e.expression for e in res.history[4:8]]
     assert first == expected
-    assert res.evaluations == 8 and len({e.expression for e in res.history}) == 8
+    assert res.evaluations == 10 and len({e.expression for e in res.history}) == 10
+    # a budget below the number of base kernels is spent on the first of them
+    ev = Evaluator(lambda e: Score(str(e), "ok", -e.n_params, -e.n_params, e.n_params, 0.0), 3)
+    res = search_prolas(ev, _named(name), SearchConfig(budget=3), trained=trained, options=options)
+    assert [e.expression for e in res.history] == base[:3]
     if name == "airline":  # leaving airline out changes the shipped portfolio
         assert first != [lib.expressions[i] for i in lib.select(4)]
 
