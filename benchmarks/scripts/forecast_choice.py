@@ -49,12 +49,16 @@ def _rmse(fc, test) -> float:
     return float(np.sqrt(np.mean((fc.mean - test.y) ** 2)))
 
 
+def ranked_history(cell: dict) -> list[dict]:
+    """The cell's successful evaluations, highest BIC first (ties: the earlier)."""
+    ok = [h for h in cell["history"] if h["status"] == "ok" and h["bic"] is not None]
+    return sorted(ok, key=lambda h: (-h["bic"], h["index"]))
+
+
 def top_expressions(cell: dict, k: int) -> list[str]:
     """The cell's ``k`` highest-BIC distinct ok expressions, best first."""
-    ok = [h for h in cell["history"] if h["status"] == "ok" and h["bic"] is not None]
-    ok.sort(key=lambda h: (-h["bic"], h["index"]))
     out: list[str] = []
-    for h in ok:
+    for h in ranked_history(cell):
         if h["expression"] not in out:
             out.append(h["expression"])
         if len(out) == k:

@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from forecast_choice import TUNING, cell_fits  # noqa: E402
+from forecast_choice import TUNING, cell_fits, ranked_history  # noqa: E402
 
 from prolas.bench import ABCD_RMSE  # noqa: E402
 from prolas.data import Dataset, load_csv  # noqa: E402
@@ -146,9 +146,7 @@ def complement_expression(cell: dict, top: list[str]) -> str | None:
     if len(changes) != 1:
         return None
     wanted = not changes.pop()
-    ok = [h for h in cell["history"] if h["status"] == "ok" and h["bic"] is not None]
-    ok.sort(key=lambda h: (-h["bic"], h["index"]))
-    for h in ok:
+    for h in ranked_history(cell):
         if h["expression"] not in top and parse(h["expression"]).has_change == wanted:
             return h["expression"]
     return None
