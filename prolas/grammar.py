@@ -246,6 +246,15 @@ class Grammar:
         return cls.from_file(GRAMMARS_DIR / "default.toml")
 
     @property
+    def emitted_kernels(self) -> tuple[str, ...]:
+        """The base kernels of positive prior (those a sequence may hold), in encoding order.
+
+        >>> Grammar.default().emitted_kernels
+        ('SE', 'LIN', 'PER', 'RQ')
+        """
+        return tuple(k for k, p in zip(self.base_kernels, self.p_base) if p > 0)
+
+    @property
     def has_change(self) -> bool:
         """Whether the grammar can emit a change operation."""
         return any(o in CHANGE_OPERATIONS for o in self.operations)

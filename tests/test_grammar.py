@@ -232,3 +232,11 @@ def test_content_hash_identifies_the_grammar():
     assert a.content_hash == small_grammar(2).content_hash
     assert a.content_hash != b.content_hash
     assert Grammar.default().content_hash != Grammar.from_file("seasonal").content_hash
+
+
+def test_emitted_kernels_are_those_of_positive_prior_in_encoding_order():
+    assert Grammar.default().emitted_kernels == ("SE", "LIN", "PER", "RQ")
+    assert Grammar.from_file("change").emitted_kernels == ("SE", "LIN", "PER", "RQ", "C")
+    # a grammar built in memory (as a VAE's with a masked kernel) may keep a zero prior
+    g = Grammar("t", ("SE", "LIN", "PER"), (0.5, 0.0, 0.5), (0.4, 0.3, 0.3), 2)
+    assert g.emitted_kernels == ("SE", "PER")

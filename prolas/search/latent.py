@@ -322,8 +322,7 @@ class _LatentSearch:
     def base_kernel_points(self, k: int) -> Points:
         """Up to ``k`` of the grammar's base kernels of positive prior not evaluated yet,
         in the grammar's order, each at the latent code of its sequence ``(K, stop)``."""
-        g = self.vae.grammar
-        seqs = [(name, STOP) for name, p in zip(g.base_kernels, g.p_base) if p > 0]
+        seqs = [(name, STOP) for name in self.vae.grammar.emitted_kernels]
         picked = [(q, e) for q in seqs if not self.ev.seen(e := sequence_expression(q))]
         return self.encoded(picked[:k])
 

@@ -175,7 +175,7 @@ def sequence_edits(seq: GSeq, grammar: Grammar) -> list[GSeq]:
     11
     """
     n_kernels = len(sequence_kernels_ops(seq)[0])
-    never = {k for k, p in zip(grammar.base_kernels, grammar.p_base) if p <= 0}
+    never = set(grammar.base_kernels) - set(grammar.emitted_kernels)
     return [
         q
         for q in neighbours(seq, grammar)

@@ -144,8 +144,7 @@ def test_search_starts_with_the_base_kernels_then_the_left_out_portfolio(
 ) -> None:
     lib = BenchmarkScores.load()
     expected = [lib.expressions[i] for i in lib.select(4, excluded_series(name, lib.series))]
-    g = trained.grammar
-    base = [k for k, p in zip(g.base_kernels, g.p_base) if p > 0]
+    base = list(trained.grammar.emitted_kernels)
     assert base == ["SE", "LIN", "PER", "RQ"]  # the default grammar: no C
     ev = Evaluator(lambda e: Score(str(e), "ok", -e.n_params, -e.n_params, e.n_params, 0.0), 10)
     options = LatentBOConfig(warm_start=4, n_init=9, pool_sobol=128, pool_local=128)
