@@ -16,7 +16,7 @@ import numpy as np
 sys.path.insert(0, "benchmarks/scripts")
 from variant_table import load, markdown, variant_rows  # noqa: E402
 
-from prolas.bench.stats import cell_trace  # noqa: E402
+from prolas.bench.stats import cell_trace, mean_se  # noqa: E402
 
 R = Path("benchmarks/results")
 HERE = R / "size_classes"
@@ -59,10 +59,10 @@ with tempfile.TemporaryDirectory() as tmp:
                 diffs.append(cell_trace(b[s], 50)[-1] - cell_trace(a[s], 50)[-1])
                 log_ratios.append(math.log(b[s]["test"]["rmse"] / a[s]["test"]["rmse"]))
     d, lr = np.array(diffs), np.array(log_ratios)
-    se = lambda x: x.std(ddof=1) / math.sqrt(len(x))  # noqa: E731
+    (d_mean, d_se), (lr_mean, lr_se) = mean_se(d), mean_se(lr)
     print(f"1. goals met of 27: default {met['default']}, size_classes {met['size_classes']}")
     print(
-        f"2. best BIC - default's, paired over {len(d)} searches: {d.mean():+.2f} ± {se(d):.2f} "
+        f"2. best BIC - default's, paired over {len(d)} searches: {d_mean:+.2f} ± {d_se:.2f} "
         f"({(d > 0).sum()} better, {(d < 0).sum()} worse)"
     )
-    print(f"3. best models' mean log(RMSE / default's): {lr.mean():+.3f} ± {se(lr):.3f}")
+    print(f"3. best models' mean log(RMSE / default's): {lr_mean:+.3f} ± {lr_se:.3f}")
