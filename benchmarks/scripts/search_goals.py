@@ -24,11 +24,23 @@ gives CKS's time halved, the bound of perfect two-core scaling.
 Writes ``search_goals.md`` (the goals), ``summary.md``/``summary.csv`` (every statistic of
 :func:`prolas.bench.stats.summarise` against the same reference) and one convergence plot
 per series into ``--out``.
+
+The same grid repeated with other fit seeds (``prolas bench --fit-seed K``) redraws every
+GP fit, and with it the verdicts. ``--compare`` puts several grids side by side, one
+column per grid and goal, with the count of series meeting each goal per grid. A grid may
+be the cells of several directories (bench output directories or directories of cells),
+comma-separated; a later directory's cell replaces an earlier one of the same data set,
+method and seed::
+
+    python benchmarks/scripts/search_goals.py --compare "fit seed 0=DIR0" \
+        --compare "fit seed 1=DIR1" --out DIR
+        # writes DIR/compare.md and each grid's DIR/search_goals_<label>.md
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -166,18 +178,121 @@ def goals_markdown(rows: Sequence[dict], budget: int, method: str, reference: st
     return "\n".join(lines) + "\n"
 
 
+#: The goals of :func:`goal_rows` in the order the tables give them, with short labels.
+GOALS = {
+    "fits": "fits",
+    "bic": "BIC",
+    "time": "time",
+    "time_two_cores": "time, 2 cores",
+    "random": "random",
+}
+
+
+def compare_markdown(rows_by_grid: dict[str, Sequence[dict]]) -> str:
+    """Several grids of the same methods side by side (e.g. one per fit seed): per series
+    and goal the verdict in each grid (y / n; – where the grid lacks the series or random
+    cells), then per goal how many series meet it in each grid (of those the grid has)."""
+    grids = list(rows_by_grid)
+    by_grid = {g: {r["dataset"]: r for r in rows} for g, rows in rows_by_grid.items()}
+    datasets = sorted({d for rows in by_grid.values() for d in rows})
+
+    def mark(row: dict | None, goal: str) -> str:
+        if row is None or row[goal] is None:
+            return "–"
+        return "y" if row[goal] else "n"
+
+    head = " | ".join(GOALS.values())
+    lines = [
+        "# Issue 18's goals in several grids",
+        "",
+        f"Grids: {', '.join(f'`{g}`' for g in grids)}. Per series and goal the verdict in "
+        "each grid, in that order (y: met, n: not met, –: not measured).",
+        "",
+        f"| data | {head} |",
+        "|---|" + "---|" * len(GOALS),
+    ]
+    for d in datasets:
+        cols = [" / ".join(mark(by_grid[g].get(d), goal) for g in grids) for goal in GOALS]
+        lines.append(f"| {d} | {' | '.join(cols)} |")
+    lines += ["", "| goal | " + " | ".join(grids) + " | target (of 9) |"]
+    lines.append("|---|" + "---|" * (len(grids) + 1))
+    for goal, label in GOALS.items():
+        counts = []
+        for g in grids:
+            judged = [r for r in by_grid[g].values() if r[goal] is not None]
+            counts.append(f"{sum(bool(r[goal]) for r in judged)} of {len(judged)}")
+        target = TARGETS["time" if goal == "time_two_cores" else goal]
+        lines.append(f"| {label} | {' | '.join(counts)} | {target} |")
+    return "\n".join(lines) + "\n"
+
+
+def _search_cells(directory: Path) -> list[dict]:
+    """The search cells of a bench output directory (``DIR/cells``) or of a directory of
+    cells."""
+    if (directory / "cells").is_dir():
+        cells = load_cells(directory)
+    else:
+        cells = [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
+    cells = [c for c in cells if c["method"] not in BASELINES]
+    if not cells:
+        raise SystemExit(f"search_goals: no search cells in {directory}")
+    return cells
+
+
+def merged_cells(directories: Sequence[Path]) -> list[dict]:
+    """The search cells of several directories; a later directory's cell replaces an
+    earlier one of the same data set, method and seed (e.g. a variant's cells over a
+    reference grid that also holds the method)."""
+    merged = {}
+    for directory in directories:
+        for c in _search_cells(directory):
+            merged[(c["dataset"], c["method"], c["seed"])] = c
+    return [merged[key] for key in sorted(merged)]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cells", type=Path, help="a bench output directory (with cells/)")
+    ap.add_argument("cells", type=Path, nargs="?", help="a bench output directory (with cells/)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--budget", type=int, default=50)
     ap.add_argument("--method", default="prolas")
     ap.add_argument("--reference", default="cks:change")
+    ap.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR[,DIR...]",
+        help="instead of one grid: several, side by side in compare.md (repeat the flag); "
+        "a grid may be the cells of several directories",
+    )
     args = ap.parse_args(argv)
-    cells = [c for c in load_cells(args.cells) if c["method"] not in BASELINES]
-    if not cells:
-        raise SystemExit(f"search_goals: no search cells in {args.cells}/cells")
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.compare:
+        if args.cells is not None:
+            ap.error("give either one grid directory or --compare, not both")
+        if any("=" not in item for item in args.compare):
+            ap.error("--compare takes LABEL=DIR[,DIR...]")
+        grids = dict(item.split("=", 1) for item in args.compare)
+        rows = {
+            label: goal_rows(
+                merged_cells([Path(d) for d in dirs.split(",")]),
+                args.budget,
+                args.method,
+                args.reference,
+            )
+            for label, dirs in grids.items()
+        }
+        text = compare_markdown(rows)
+        (args.out / "compare.md").write_text(text)
+        for label, grid_rows in rows.items():  # each grid's figures, as for one grid
+            name = "search_goals_" + "_".join(label.split()) + ".md"
+            detail = goals_markdown(grid_rows, args.budget, args.method, args.reference)
+            (args.out / name).write_text(detail)
+        print(text)
+        return
+    if args.cells is None:
+        ap.error("a grid directory (or --compare) is required")
+    cells = _search_cells(args.cells)
     rows = goal_rows(cells, args.budget, args.method, args.reference)
     text = goals_markdown(rows, args.budget, args.method, args.reference)
     (args.out / "search_goals.md").write_text(text)

@@ -65,3 +65,43 @@ def test_script_writes_the_goals_and_the_summary(tmp_path) -> None:
     assert "| d | 2 | 5.00 (2, 2.0) |" in text and "| – |" in text  # no random cells
     assert "CKS's final BIC at budget 2: 5.00." in (tmp_path / "out" / "summary.md").read_text()
     assert (tmp_path / "out" / "convergence_d.png").stat().st_size > 0
+
+
+def test_compare_puts_grids_side_by_side(tmp_path) -> None:
+    """One grid where PROLAS meets the BIC goal and one where it does not (another fit
+    seed's draw); the second lacks random cells and a series."""
+    sg = _script()
+    met = [
+        bench_cell("cks:change", 0, [1.0, 5.0]),
+        bench_cell("prolas", 0, [6.0, 6.0]),
+        bench_cell("random", 0, [4.0, 4.0]),
+        {**bench_cell("cks:change", 0, [1.0, 2.0]), "dataset": "e"},
+        {**bench_cell("prolas", 0, [1.0, 1.0]), "dataset": "e"},
+    ]
+    # the second grid: a reference directory whose PROLAS cell a later directory of cells
+    # (no cells/ inside) replaces
+    missed = [bench_cell("cks:change", 0, [1.0, 5.0]), bench_cell("prolas", 0, [9.0, 9.0])]
+    missed_prolas = [bench_cell("prolas", 0, [1.0, 4.0])]
+    for name, cells in [("a/cells", met), ("b/cells", missed), ("c", missed_prolas)]:
+        (tmp_path / name).mkdir(parents=True)
+        for cell in cells:
+            file = f"{cell['dataset']}__{cell['method'].replace(':', '-')}__seed{cell['seed']}"
+            (tmp_path / name / f"{file}.json").write_text(json.dumps(cell))
+    out = tmp_path / "out"
+    sg.main(
+        ["--compare", f"s0={tmp_path / 'a'}", "--compare", f"s1={tmp_path / 'b'},{tmp_path / 'c'}"]
+        + ["--out", str(out), "--budget", "2"]
+    )
+    text = (out / "compare.md").read_text()
+    # time, 2 cores: PROLAS at 1 s is not before CKS's 2 s halved
+    assert "| d | y / n | y / n | y / n | n / n | y / – |" in text
+    assert "| e | n / – | n / – | n / – | n / – | – / – |" in text
+    assert "| BIC | 1 of 2 | 0 of 1 | 8 |" in text
+    assert "| random | 1 of 1 | 0 of 0 | 9 |" in text
+    assert (
+        "| d | 1 | 5.00 (2, 2.0) | 4.00 ± " in (out / "search_goals_s1.md").read_text()
+    )  # the later cell
+    with pytest.raises(SystemExit):
+        sg.main([str(tmp_path / "a"), "--compare", f"s0={tmp_path / 'a'}", "--out", str(out)])
+    with pytest.raises(SystemExit):  # a grid without its label
+        sg.main(["--compare", str(tmp_path / "a"), "--out", str(out)])
