@@ -28,7 +28,9 @@ and at fit seed 0 each rule's RMSE / ABCD's published RMSE. The rules, for ``C``
 * ``C_rank``: lowest mean rank over origins (by squared error);
 * ``C_mix``: the mixture weighted by exp(summed check log density)
   (``--forecast rolling-mix`` for ``fixed``);
-* ``C_bicmix``: weights ∝ exp(BIC + summed check log density).
+* ``C_bicmix``: weights ∝ exp(BIC + summed check log density);
+* ``C_stack``: stacking (:func:`stacking_weights`), the weights that maximise the
+  mixture's log score on the check's (origin, point) pairs (records with ``lpd`` only).
 
 ``complement`` adds to each record the search's best model of the family its top models
 lack (with a change operator or without; :func:`complement_expression`), fitted and
@@ -73,7 +75,8 @@ from prolas.report.forecast import (  # noqa: E402
 
 
 def check(fits: list[FitResult], dataset: Dataset, config: FitConfig | None) -> list[list[dict]]:
-    """Per model, per origin: ``sse``, ``slpd`` (y's units) and ``count`` of the check.
+    """Per model, per origin: ``sse``, ``slpd`` (y's units) and ``count`` of the check, and
+    ``lpd``, the log predictive density of each point predicted (y's units; for stacking).
 
     ``config`` None: the hyperparameters fitted on all of ``dataset``; else each model is
     refitted on each prefix with ``config`` (one random restart), warm-started from its fit.
@@ -98,6 +101,7 @@ def check(fits: list[FitResult], dataset: Dataset, config: FitConfig | None) -> 
                     "sse": float(np.sum((y - means[i]) ** 2)) * dataset.y_std**2,
                     "slpd": float(np.sum(lpd[i])) - y.size * log_std,
                     "count": int(y.size),
+                    "lpd": [float(v) - log_std for v in lpd[i]],
                 }
             )
     return out
@@ -187,6 +191,42 @@ def _normalised(log_w: np.ndarray) -> np.ndarray:
     return w / w.sum()
 
 
+def stacking_weights(lpd: np.ndarray, *, iterations: int = 5000, tol: float = 1e-12) -> np.ndarray:
+    """Stacking weights of K predictive distributions from their log densities at P points.
+
+    ``lpd`` has shape ``(K, P)``: ``lpd[i, p] = log p_i(y_p)``. The weights maximise the
+    mixture's log score over the simplex (Yao, Vehtari, Simpson & Gelman 2018, eq. 4),
+
+        w = argmax_{w ≥ 0, Σ w = 1} Σ_p log Σ_i w_i p_i(y_p),
+
+    a concave problem, solved by the EM fixed point ``w_i ← mean_p r_ip`` with
+    responsibilities ``r_ip = w_i p_i(y_p) / Σ_j w_j p_j(y_p)``, which increases the
+    score at every step (the components are fixed, only their weights move). Unlike
+    pseudo-BMA (weights ∝ exp of each model's own summed log density), a model that is
+    best on most points does not take all the weight when another predicts the rest
+    better. A model with a non-finite density at any point is left out (weight 0); if
+    every model is, the weights are uniform.
+    """
+    lpd = np.asarray(lpd, dtype=np.float64)
+    ok = np.isfinite(lpd).all(axis=1)
+    w = np.zeros(lpd.shape[0])
+    if not ok.any():
+        return np.full(lpd.shape[0], 1.0 / lpd.shape[0])
+    a = lpd[ok]
+    v = np.full(a.shape[0], 1.0 / a.shape[0])
+    for _ in range(iterations):
+        log_r = a + np.log(np.maximum(v, 1e-300))[:, None]
+        log_r -= log_r.max(axis=0)
+        r = np.exp(log_r)
+        new = (r / r.sum(axis=0)).mean(axis=1)
+        done = np.abs(new - v).max() < tol
+        v = new
+        if done:
+            break
+    w[ok] = v / v.sum()
+    return w
+
+
 def rule_rmses(rec: dict) -> dict[str, float]:
     """Test RMSE of every rule on one cell's record."""
     ms = rec["models"]
@@ -218,6 +258,9 @@ def rule_rmses(rec: dict) -> dict[str, float]:
         out[f"{kind}_rank"] = pick(ranks)
         out[f"{kind}_mix"] = mix(_normalised(slpd))
         out[f"{kind}_bicmix"] = mix(_normalised(bic + slpd))
+        if "lpd" in per[0][0]:  # records from before the pointwise densities lack it
+            points = np.array([[v for o in p for v in o["lpd"]] for p in per])
+            out[f"{kind}_stack"] = mix(stacking_weights(points))
     if "complement" in rec:  # the rolling-origin mixture over the top models + complement
         extra = rec["complement"]
         slpd = [sum(o["slpd"] for o in m["fixed"]) for m in ms]

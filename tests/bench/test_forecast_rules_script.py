@@ -46,6 +46,8 @@ def test_record_keeps_the_products_check_per_origin(airline_record) -> None:
         rmse = math.sqrt(sum(o["sse"] for o in m["fixed"]) / count)
         assert rmse == pytest.approx(row["rmse"], rel=1e-9)
         assert sum(o["slpd"] for o in m["fixed"]) / count == pytest.approx(row["mlpd"], rel=1e-9)
+        for o in m["fixed"]:  # the pointwise densities behind each origin's sum
+            assert len(o["lpd"]) == o["count"] and sum(o["lpd"]) == pytest.approx(o["slpd"])
         # the refitted check predicts the same points with other hyperparameters
         assert [o["count"] for o in m["refit"]] == [o["count"] for o in m["fixed"]]
         assert all(math.isfinite(o["slpd"]) for o in m["refit"])
@@ -66,6 +68,9 @@ def test_rules_reproduce_the_products_forecasts(airline_record) -> None:
     assert rules["fixed_rmse"] == pytest.approx(rmse("rolling"), rel=1e-9)
     assert rules["bma"] == pytest.approx(rmse("bma"), rel=1e-9)
     assert rules["best"] == pytest.approx(rmse("best"), rel=1e-6)
+    # stacking's mean is a convex combination of the models' means, so by the triangle
+    # inequality its RMSE is at most the worst model's
+    assert rules["fixed_stack"] <= max(m["test_rmse"] for m in rec["models"]) + 1e-9
 
 
 def _model(name: str, bic: float, mean: list[float], sse: list[float], slpd: list[float]):
@@ -99,10 +104,43 @@ def test_rules_on_a_hand_made_record() -> None:
     w_a = 1.0 / (1.0 + math.exp(37.0 - math.log(3)))
     assert r["fixed_bicmix"] == pytest.approx(abs(w_a * 3.0 - 1.0))
     assert "refit_mix" not in r  # no refitted check recorded
+    assert "fixed_stack" not in r  # no pointwise densities recorded
     text = fr.tables([rec, {**rec, "seed": 1}])
     assert "| fixed_mix |" in text and "tuning series, pooled" in text
     # against ABCD's published airline RMSE (16.67): best 2 / 16.67, below it
     assert f"| best | {2 / 16.67:.3f} | 1 of 1 (airline) |" in text
+
+
+def _log_score(lpd: np.ndarray, w: np.ndarray) -> float:
+    with np.errstate(divide="ignore"):
+        return float(np.logaddexp.reduce(lpd + np.log(w)[:, None], axis=0).sum())
+
+
+def test_stacking_weights_maximise_the_mixtures_log_score() -> None:
+    rng = np.random.default_rng(3)
+    lpd = 2.0 * rng.normal(size=(4, 40))
+    w = fr.stacking_weights(lpd)
+    assert w.shape == (4,) and w.min() >= 0 and w.sum() == pytest.approx(1.0)
+    best = _log_score(lpd, w)
+    for _ in range(200):  # no point of the simplex scores higher
+        assert _log_score(lpd, rng.dirichlet(np.ones(4))) <= best + 1e-9
+    # the score is concave: moving a little towards any vertex cannot raise it
+    for i in range(4):
+        assert _log_score(lpd, 0.999 * w + 0.001 * np.eye(4)[i]) <= best + 1e-9
+
+
+def test_stacking_splits_weight_between_models_that_each_predict_half() -> None:
+    # A predicts the first half well, B the second: pseudo-BMA would pick one, stacking
+    # mixes them equally; a model never better than A or B gets no weight
+    good, bad = 0.0, -20.0
+    lpd = np.array([[good] * 5 + [bad] * 5, [bad] * 5 + [good] * 5, [bad + 1.0] * 10])
+    w = fr.stacking_weights(lpd)
+    assert w[0] == pytest.approx(0.5, abs=1e-6) and w[1] == pytest.approx(0.5, abs=1e-6)
+    assert w[2] < 1e-6
+    # a model with a non-finite density is left out; all non-finite: uniform
+    with_nan = fr.stacking_weights(np.vstack([lpd[:1], [[np.nan] * 10]]))
+    assert with_nan.tolist() == [1.0, 0.0]
+    assert fr.stacking_weights(np.full((2, 3), -np.inf)).tolist() == [0.5, 0.5]
 
 
 def test_check_cost_script_times_both_on_a_short_series() -> None:
