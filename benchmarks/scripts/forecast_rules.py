@@ -195,7 +195,7 @@ def stacking_weights(lpd: np.ndarray, *, iterations: int = 5000, tol: float = 1e
     """Stacking weights of K predictive distributions from their log densities at P points.
 
     ``lpd`` has shape ``(K, P)``: ``lpd[i, p] = log p_i(y_p)``. The weights maximise the
-    mixture's log score over the simplex (Yao, Vehtari, Simpson & Gelman 2018, eq. 4),
+    mixture's log score over the simplex (Yao, Vehtari, Simpson & Gelman 2018),
 
         w = argmax_{w ≥ 0, Σ w = 1} Σ_p log Σ_i w_i p_i(y_p),
 
