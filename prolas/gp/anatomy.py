@@ -32,7 +32,8 @@ import torch
 
 from prolas.data import Dataset
 from prolas.expr import CHANGE_OPERATORS, parse
-from prolas.gp.fit import DTYPE, HELD_SPANS, FitResult, natural_covar_module, term_factors
+from prolas.gp.fit import DTYPE, FitResult, natural_covar_module, term_factors
+from prolas.gp.natural import HELD_SPANS
 from prolas.gp.predict import decompose
 
 __all__ = [

@@ -39,8 +39,7 @@ import math
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Protocol
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
@@ -50,9 +49,17 @@ from threadpoolctl import threadpool_limits
 
 from prolas.data import Dataset
 from prolas.errors import NumericsWarning, ProlasError
-from prolas.expr import CHANGE_FACTORS, Expression, factor_group, factor_kernel, parse
-from prolas.gp.gram import NOISE_FLOOR, GramModel, ParamInfo
+from prolas.expr import Expression, factor_kernel, parse
+from prolas.gp.gram import NOISE_FLOOR, GramModel
 from prolas.gp.kernels import KERNEL_MODULES, log_positive
+from prolas.gp.natural import (
+    ParameterSpace,
+    hold_unseen,
+    hold_unseen_transitions,
+    theta_to_natural,
+)
+from prolas.gp.results import FactorFit, FitResult, TermFit, bic
+from prolas.gp.starts import candidate_breaks, candidate_periods, inherit_theta, initial_thetas
 from prolas.limits import LENGTHSCALE_FLOOR
 from prolas.records import Score, first_non_finite
 
@@ -61,6 +68,7 @@ __all__ = [
     "FactorFit",
     "TermFit",
     "FitResult",
+    "ParameterSpace",
     "build_covar_module",
     "dense_covariance",
     "exact_log_likelihood",
@@ -79,13 +87,6 @@ __all__ = [
 ]
 
 DTYPE = torch.float64
-#: Extra diagonal jitter tried, in order, when a Cholesky fails (bounded retries).
-JITTER_SCHEDULE = (0.0, 1e-8, 1e-6, 1e-4)
-
-
-def bic(log_likelihood: float, n_params: int, n: int) -> float:
-    """``BIC = log_likelihood - k/2 ln N`` (DESIGN.md; higher is better)."""
-    return float(log_likelihood - 0.5 * n_params * math.log(n))
 
 
 @dataclass(frozen=True)
@@ -139,123 +140,6 @@ class FitConfig:
         if d["lengthscale_floor"] == 0.0:
             del d["lengthscale_floor"]
         return d
-
-
-@dataclass(frozen=True)
-class FactorFit:
-    """A fitted factor: kernel name and its shape parameters in x's own units."""
-
-    kernel: str
-    params: dict[str, float]
-
-    def to_json(self) -> dict:
-        return {"kernel": self.kernel, **{k: float(v) for k, v in self.params.items()}}
-
-
-@dataclass(frozen=True)
-class TermFit:
-    """A fitted product term: its variance (for standardised y) and its factors."""
-
-    variance: float
-    factors: tuple[FactorFit, ...]
-
-    @property
-    def label(self) -> str:
-        return "*".join(f.kernel for f in self.factors)
-
-    def to_json(self) -> dict:
-        return {"variance": float(self.variance), "factors": [f.to_json() for f in self.factors]}
-
-
-@dataclass(frozen=True)
-class FitResult:
-    """Outcome of fitting one expression (``status`` is ``"ok"`` or ``"failed"``)."""
-
-    expression: str
-    status: str
-    n: int
-    n_params: int
-    log_likelihood: float | None = None
-    bic: float | None = None
-    terms: tuple[TermFit, ...] = ()
-    noise_variance: float | None = None
-    seconds: float = 0.0
-    error: str | None = None
-    restarts: int = 0
-    restart_log_likelihoods: tuple[float, ...] = field(default=(), repr=False)
-    #: ``None`` when ``log_likelihood`` is the exact log marginal likelihood; otherwise
-    #: the name of the approximation it comes from (e.g. ``"sgpr-512"``: the collapsed
-    #: variational lower bound with 512 inducing points, :mod:`prolas.gp.scalable`).
-    approximation: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    @classmethod
-    def failed(
-        cls, expression: str, n: int, n_params: int, error: str, seconds: float, **extra
-    ) -> FitResult:
-        """A failed fit: no numbers, the reason in ``error``."""
-        return cls(expression, "failed", n, n_params, seconds=seconds, error=error, **extra)
-
-    @property
-    def expr(self) -> Expression:
-        return parse(self.expression)
-
-    def to_json(self) -> dict:
-        """The ``best`` block of result.json (DESIGN.md)."""
-        return {
-            "expression": self.expression,
-            "log_likelihood": self.log_likelihood,
-            "n_params": self.n_params,
-            "bic": self.bic,
-            "terms": [t.to_json() for t in self.terms],
-            "noise_variance": self.noise_variance,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict, n: int) -> FitResult:
-        terms = tuple(
-            TermFit(
-                t["variance"],
-                tuple(
-                    FactorFit(f["kernel"], {k: v for k, v in f.items() if k != "kernel"})
-                    for f in t["factors"]
-                ),
-            )
-            for t in d["terms"]
-        )
-        return cls(
-            expression=d["expression"],
-            status="ok",
-            n=n,
-            n_params=d["n_params"],
-            log_likelihood=d["log_likelihood"],
-            bic=d["bic"],
-            terms=terms,
-            noise_variance=d["noise_variance"],
-        )
-
-    def period(self, kernel: str = "PER") -> float:
-        """Period of the first PER factor (convenience for reports and tests)."""
-        for t in self.terms:
-            for f in t.factors:
-                if f.kernel == kernel:
-                    return f.params["period"]
-        raise KeyError(f"no {kernel} factor in {self.expression}")
-
-    def to_score(self) -> Score:
-        return Score(
-            self.expression,
-            self.status,
-            self.bic,
-            self.log_likelihood,
-            self.n_params,
-            self.seconds,
-            self.error,
-            self,
-        )
 
 
 # --- model construction -------------------------------------------------------------
@@ -337,29 +221,6 @@ def exact_log_likelihood(
 # --- data-informed initialisation ---------------------------------------------------
 
 
-def candidate_periods(t: np.ndarray, y: np.ndarray, floor: float, k: int = 6) -> np.ndarray:
-    """Periods (in the units of ``t``) of the strongest periodogram peaks, plus a grid.
-
-    Lomb-Scargle periodogram of the linearly detrended series on frequencies from
-    ``1/span`` to the Nyquist limit ``1/floor``; irregular inputs are fine.
-    """
-    from scipy.signal import lombscargle
-
-    span = float(t.max() - t.min())
-    resid = y - np.polyval(np.polyfit(t, y, 1), t)
-    f_lo, f_hi = 1.0 / span, 1.0 / max(floor, 1e-12)
-    freqs = np.geomspace(f_lo, f_hi, 2000)
-    power = lombscargle(t, resid - resid.mean(), 2 * np.pi * freqs)
-    peaks = [
-        i for i in range(1, len(power) - 1) if power[i] >= power[i - 1] and power[i] >= power[i + 1]
-    ]
-    peaks.sort(key=lambda i: -power[i])
-    periods = [1.0 / freqs[i] for i in peaks[:k]]
-    # a coarse grid, plus periods beyond the span (PER then acts as a smooth kernel)
-    grid = np.geomspace(max(floor * 1.5, span / 50), span / 2, 4)
-    return np.array(periods + list(grid) + [2.0 * span, 5.0 * span])
-
-
 # --- fitting -------------------------------------------------------------------------
 
 
@@ -383,344 +244,6 @@ def _natural_log_likelihood(fit: FitResult, dataset: Dataset) -> float:
         K = dense_covariance(module, x, x) + fit.noise_variance * torch.eye(dataset.n, dtype=DTYPE)
         ll, ok = exact_log_likelihood(K, y)
     return float(ll) if bool(ok) else float("nan")
-
-
-def _initial_thetas(
-    model: GramModel, y: np.ndarray, floor: float, rng: np.random.Generator, R: int
-) -> np.ndarray:
-    """``R x P`` random, data-informed initialisations in the scaled units of ``model.t``.
-
-    Lengthscales log-uniform over [min(0.02, 2Δ), 1] spans; periods cycle through the
-    periodogram peaks (with 3 % jitter) so restarts cover different periodicities;
-    LIN offsets inside the data range; term variances ~ 1/#terms; noise in [1e-3, 0.2].
-    Uniform draws are stratified, so that R restarts cover each range evenly.
-    """
-    periods = candidate_periods(model.t, y, floor)
-    breaks = candidate_breaks(model.t, y) if any(p.group >= 0 for p in model.params) else None
-    n_terms = len(model.terms)
-    theta = np.empty((R, model.size))
-
-    def uniform(lo: float, hi: float) -> np.ndarray:
-        # stratified (Latin hypercube) draws: each 1/R of the range holds one restart
-        u = (rng.permutation(R) + rng.uniform(0.0, 1.0, R)) / R
-        return lo + (hi - lo) * u
-
-    def logu(lo: float, hi: float) -> np.ndarray:
-        return uniform(math.log(lo), math.log(hi))
-
-    # shortest lengthscale worth starting from: two sample spacings (Nyquist, as PER)
-    shortest = min(0.02, max(floor, 1e-3))
-    per_index: dict[tuple[int, int], int] = {}
-    starts: dict[int, np.ndarray] = {}
-    for k, p in enumerate(model.params):
-        if p.name == "location":
-            theta[:, k] = _change_locations(breaks, p.group, rng, uniform(0.05, 0.95))
-        elif p.name == "start":
-            starts[p.group] = _change_locations(breaks, p.group, rng, uniform(0.05, 0.8))
-            theta[:, k] = starts[p.group]
-        elif p.name == "end":
-            theta[:, k] = starts[p.group] + np.exp(logu(0.05, 0.5))  # duration in spans
-        elif p.name == "width":
-            theta[:, k] = logu(0.003, 0.05)
-        elif p.name == "variance":
-            theta[:, k] = logu(0.3, 1.5) - math.log(n_terms)
-        elif p.name == "noise":
-            theta[:, k] = logu(1e-3, 0.2)
-        elif p.name == "offset":
-            theta[:, k] = uniform(0.0, 1.0)
-        elif p.name == "alpha":
-            theta[:, k] = logu(0.1, 10.0)
-        elif p.name == "lengthscale" and p.kernel == "PER":
-            theta[:, k] = np.log(uniform(0.5, 2.0))
-        elif p.name == "lengthscale":
-            theta[:, k] = logu(shortest, 1.0)
-        elif p.name == "period":
-            # Half the restarts of the first PER factor start at the strongest
-            # periodogram peak; the others (and later PER factors) cycle through the
-            # remaining candidates, so restarts cover several periods.
-            which = per_index.setdefault((p.term, p.factor), len(per_index))
-            idx = (np.arange(R) // 2 + which) % len(periods)
-            if which == 0:
-                idx[0::2] = 0
-            per = periods[idx] * np.exp(rng.normal(0, 0.03, R))
-            theta[:, k] = np.log(np.maximum(per, floor * 1.01))
-    return np.vstack([model.clip(row) for row in theta])
-
-
-def candidate_breaks(t: np.ndarray, y: np.ndarray, k: int = 4) -> np.ndarray:
-    """Locations (units of ``t``) where the series most likely changes regime.
-
-    For each split point on a grid over the inner 90 % of the range, a straight line
-    is fitted on either side; the split's score is the Gaussian log-likelihood of the
-    two pieces with their own residual variances, so changes of level, slope and noise
-    all show. Returns the ``k`` best local maxima, best first.
-    """
-    grid = np.linspace(0.05, 0.95, 61) * (t.max() - t.min()) + t.min()
-
-    def piece(mask: np.ndarray) -> float:
-        tt, yy = t[mask], y[mask]
-        if tt.size < 4:
-            return -math.inf
-        resid = yy - np.polyval(np.polyfit(tt, yy, 1), tt)
-        return -0.5 * tt.size * math.log(max(float(np.mean(resid**2)), 1e-12))
-
-    score = np.array([piece(t < b) + piece(t >= b) for b in grid])
-    peaks = [
-        i
-        for i in range(len(grid))
-        if math.isfinite(score[i])
-        and (i == 0 or score[i] >= score[i - 1])
-        and (i == len(grid) - 1 or score[i] >= score[i + 1])
-    ]
-    peaks.sort(key=lambda i: -score[i])
-    return grid[peaks[:k]] if peaks else grid[[len(grid) // 2]]
-
-
-def _change_locations(
-    breaks: np.ndarray | None, group: int, rng: np.random.Generator, spread: np.ndarray
-) -> np.ndarray:
-    """Initial change locations for ``R`` restarts: half at the data's candidate break
-    points (cycling, with a little jitter; later groups start at later candidates), the
-    other half ``spread`` evenly over the range."""
-    out = np.array(spread, dtype=np.float64)
-    if breaks is None or breaks.size == 0:
-        return out
-    R = out.size
-    idx = (np.arange(R) // 2 + group) % breaks.size
-    out[0::2] = breaks[idx[0::2]] + rng.normal(0.0, 0.01, out[0::2].size)
-    return out
-
-
-class ParameterSpace(Protocol):
-    """What the conversions need of a model: its canonical terms and ``theta``'s layout
-    (:func:`prolas.gp.gram.parameter_layout`); :class:`GramModel` and the SGPR model are both."""
-
-    terms: tuple[tuple[str, ...], ...]
-    params: tuple[ParamInfo, ...]
-
-
-#: A change operator's transition (its location, start or end) at least this many widths
-#: beyond the data puts a weight within 2e-9 of its limit on every input: the data cannot
-#: tell it from a transition at infinity, and the optimiser leaves it wherever it drifted.
-UNSEEN_WIDTHS = 20.0
-#: Such a transition is moved this many spans beyond the data (to the side it lies on),
-#: so that forecasts keep the regime the data end in instead of switching, at an
-#: arbitrary place, to one the data never saw.
-HELD_SPANS = 1e3
-
-
-def hold_unseen(shape: dict[str, float]) -> dict[str, float]:
-    """One change operator's shape parameters in scaled units (the data on ``t`` in
-    [0, 1]) with every transition the data cannot see moved ``HELD_SPANS`` beyond them.
-
-    A transition at ``l`` with width ``w`` is unseen when ``l - 1 >= UNSEEN_WIDTHS w``
-    (after the data) or ``-l >= UNSEEN_WIDTHS w`` (before them); it is moved to at least
-    ``1 + HELD_SPANS`` (at most ``-HELD_SPANS``). The likelihood does not change (the
-    weights on the data move by less than 2e-9); predictions beyond the data do: a
-    change-window whose end the data never reach stays open, a change-point after the
-    data never happens. Idempotent.
-    """
-    w = shape["width"]
-    held = dict(shape)
-    for name in ("location", "start", "end"):
-        if name not in held:
-            continue
-        v = held[name]
-        if v - 1.0 >= UNSEEN_WIDTHS * w:
-            held[name] = max(v, 1.0 + HELD_SPANS)
-        elif -v >= UNSEEN_WIDTHS * w:
-            held[name] = min(v, -HELD_SPANS)
-    return held
-
-
-def hold_unseen_transitions(fit: FitResult, dataset: Dataset) -> FitResult:
-    """``fit`` with the transitions its data cannot see held off (:func:`hold_unseen`,
-    the data on ``dataset``'s inputs); the same object when there are none.
-
-    New fits are held already (:func:`theta_to_natural`); this applies the rule to a fit
-    made before it, e.g. one read from a fit cache. Its log-likelihood and BIC are kept:
-    the weights on the data move by less than 2e-9.
-    """
-    if not fit.ok or dataset.span <= 0:
-        return fit
-    x0, s = float(dataset.x[0]), float(dataset.span)
-    terms, changed = [], False
-    for term in fit.terms:
-        factors = []
-        for f in term.factors:
-            if f.kernel in CHANGE_FACTORS:
-                held = _hold_natural(f.params, x0, s)
-                if held != f.params:
-                    changed = True
-                    f = FactorFit(f.kernel, held)
-            factors.append(f)
-        terms.append(TermFit(term.variance, tuple(factors)))
-    return replace(fit, terms=tuple(terms)) if changed else fit
-
-
-def _hold_natural(shape: dict[str, float], x0: float, s: float) -> dict[str, float]:
-    """:func:`hold_unseen` on a change operator's shape parameters in x's units (the
-    data start at ``x0`` and span ``s``). Values it does not move are returned as given
-    (bit for bit), and so is a held place beyond float range (a span near 1e305)."""
-    scaled = {k: v / s if k == "width" else (v - x0) / s for k, v in shape.items()}
-    held = hold_unseen(scaled)
-    out = dict(shape)
-    for k, v in held.items():
-        if v != scaled[k] and math.isfinite(x0 + s * v):
-            out[k] = x0 + s * v
-    return out
-
-
-def theta_to_natural(
-    model: ParameterSpace, theta: np.ndarray, x0: float, s: float
-) -> tuple[tuple[TermFit, ...], float]:
-    """Hyperparameters ``theta`` (scaled units t = (x - x0)/s) in x's own units.
-
-    Lengthscales and periods scale by ``s``; LIN offsets map ``c = x0 + s c_t``; since
-    ``(x - c)(x' - c) = s^2 (t - c_t)(t' - c_t)``, a term's variance is divided by
-    ``s^2`` for every LIN factor it holds. PER's lengthscale is dimensionless. A change
-    operator's location/start/end map like an offset, its width like a lengthscale;
-    its values are repeated in every factor that carries them (DESIGN.md). A transition
-    the data cannot see is held off first (:func:`hold_unseen`).
-    """
-    changes: dict[int, dict[str, float]] = {}
-    for p, v in zip(model.params, theta):
-        if p.group >= 0:
-            value = p.value(v)
-            changes.setdefault(p.group, {})[p.name] = value * s if p.log else x0 + s * value
-    changes = {g: _hold_natural(shape, x0, s) for g, shape in changes.items()}
-    terms = []
-    for i, names in enumerate(model.terms):
-        variance = 0.0
-        factors: list[dict[str, float]] = [{} for _ in names]
-        for p, v in zip(model.params, theta):
-            if p.term != i:
-                continue
-            value = p.value(v)
-            if p.name == "variance":
-                variance = value / s ** (2 * names.count("LIN"))
-            elif p.name == "offset":
-                factors[p.factor][p.name] = x0 + s * value
-            elif p.name == "period" or (p.name == "lengthscale" and p.kernel != "PER"):
-                factors[p.factor][p.name] = value * s
-            else:
-                factors[p.factor][p.name] = value
-        for j, name in enumerate(names):
-            if (g := factor_group(name)) is not None:
-                factors[j] = dict(changes[g])
-        kinds = [factor_kernel(n) for n in names]
-        terms.append(TermFit(variance, tuple(FactorFit(n, f) for n, f in zip(kinds, factors))))
-    return tuple(terms), model.params[-1].value(theta[-1])
-
-
-def _term_affinity(names: tuple[str, ...], term: TermFit, used: bool) -> tuple[int, bool, int]:
-    names = tuple(factor_kernel(n) for n in names)
-    kinds = [f.kernel for f in term.factors]
-    shared = sum(min(names.count(k), kinds.count(k)) for k in set(names))
-    return shared, not used, -abs(len(kinds) - len(names))
-
-
-def inherit_theta(
-    model: ParameterSpace, parent: FitResult, default: np.ndarray, x0: float, s: float
-) -> np.ndarray:
-    """Start ``model`` from a fitted related expression (``parent``, natural units).
-
-    A term the parent has too (the same factors) takes that term's variance and
-    factor parameters. Every other term takes the factor parameters of the parent term
-    it shares most factors with (a factor with no counterpart there takes the values
-    of the same kernel elsewhere in the parent, else its ``default``), and that term's
-    variance if no other child term has claimed it (``S -> S * B`` turns a term into
-    another); a term that only adds to the parent (``S -> S + B``) starts with a tenth
-    of the default variance. So when the child contains the parent's terms, the
-    parent's fit is (almost) where the child starts. This is how CKS's expansions or a
-    PROLAS edit reuse the work already done on ``S``.
-    """
-    theta = np.array(default, dtype=np.float64)
-    if not parent.terms:
-        return theta
-    anywhere: dict[str, dict[str, float]] = {}
-    for term in parent.terms:
-        for f in term.factors:
-            anywhere.setdefault(f.kernel, f.params)
-    # first, the terms the parent has too claim their counterparts
-    parent_kinds = [sorted(f.kernel for f in pt.factors) for pt in parent.terms]
-    exact: dict[int, int] = {}
-    for i, names in enumerate(model.terms):
-        kinds = sorted(map(factor_kernel, names))
-        b = next(
-            (b for b, pk in enumerate(parent_kinds) if pk == kinds and b not in exact.values()),
-            None,
-        )
-        if b is not None:
-            exact[i] = b
-    used: set[int] = set(exact.values())
-    for i, names in enumerate(model.terms):
-        # the parent term sharing most factors; ties go to an unused term, then to
-        # the one closest in size (so LIN*PER*SE + LIN*SE maps onto itself)
-        affinity = [_term_affinity(names, pt, b in used) for b, pt in enumerate(parent.terms)]
-        best = exact.get(i, max(range(len(parent.terms)), key=affinity.__getitem__))
-        source = parent.terms[best] if affinity[best][0] > 0 else None
-        # a claimed term lends its shape but not its variance: the child adds a term
-        adds = source is not None and i not in exact and best in used
-        if source is not None:
-            used.add(best)
-        pool = list(source.factors) if source else []
-        picked: list[dict[str, float] | None] = []
-        for name in map(factor_kernel, names):
-            match = next((f for f in pool if f.kernel == name), None)
-            if match is not None:
-                pool.remove(match)
-                picked.append(match.params)
-            else:
-                picked.append(anywhere.get(name))
-        for k, p in enumerate(model.params):
-            if p.term != i:
-                continue
-            if p.name == "variance":
-                if source is None or adds:
-                    theta[k] = default[k] + math.log(0.1)
-                else:
-                    v = source.variance * s ** (2 * names.count("LIN"))
-                    theta[k] = p.to_theta(max(v, 1e-12))
-                continue
-            params = picked[p.factor]
-            if params is None or p.name not in params:
-                continue
-            value = float(params[p.name])
-            if p.name == "offset":
-                value = (value - x0) / s
-            elif p.name == "period" or (p.name == "lengthscale" and p.kernel != "PER"):
-                value = value / s
-            if p.log and not value > 0:
-                continue
-            theta[k] = p.to_theta(value)
-    # change operators: the k-th CP (CW) of the child starts where the parent's k-th was
-    by_group: dict[int, tuple[str, dict[str, float]]] = {}
-    for names, term in zip(parse(parent.expression).terms, parent.terms):
-        for name, f in zip(names, term.factors):
-            if (g := factor_group(name)) is not None:
-                by_group.setdefault(g, (CHANGE_FACTORS[f.kernel], f.params))
-    parent_changes: dict[str, list[dict[str, float]]] = {}
-    for g in sorted(by_group):
-        op, values = by_group[g]
-        parent_changes.setdefault(op, []).append(values)
-    rank: dict[int, int] = {}  # group -> its rank among the child's groups of that op
-    for k, p in enumerate(model.params):
-        if p.group < 0:
-            continue
-        if p.group not in rank:
-            rank[p.group] = len({q.group for q in model.params if q.kernel == p.kernel} & set(rank))
-        nth = rank[p.group]
-        found = parent_changes.get(p.kernel, [])
-        if nth < len(found) and p.name in found[nth]:
-            value = float(found[nth][p.name])
-            value = value / s if p.log else (value - x0) / s
-            if not p.log or value > 0:
-                theta[k] = p.to_theta(value)
-    if parent.noise_variance is not None and parent.noise_variance > 0:
-        theta[-1] = model.params[-1].to_theta(parent.noise_variance)
-    lo, hi = np.array([(p.lower, p.upper) for p in model.params]).T
-    return np.clip(theta, lo, hi)
 
 
 def _minimise(
@@ -831,7 +354,7 @@ def _fit_gp(
     rng = np.random.default_rng([config.seed, key])
     errors = []
     for attempt in range(config.attempts):
-        starts = _initial_thetas(model, y, floor_t, rng, R)
+        starts = initial_thetas(model, y, floor_t, rng, R)
         warm = []
         for f in inits if attempt == 0 else ():
             try:

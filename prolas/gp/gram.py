@@ -116,12 +116,15 @@ class ParamInfo:
 
 
 # Bounds in scaled units (span = 1, y standardised). Wide enough never to bind on a
-# sensible model, narrow enough that no kernel value can overflow.
-_LOG_LENGTHSCALE = (math.log(1e-4), math.log(1e3))
-_LOG_PER_LENGTHSCALE = (math.log(1e-3), math.log(1e3))
-_LOG_ALPHA = (math.log(1e-3), math.log(1e3))
+# sensible model, narrow enough that no kernel value can overflow. The edges are where a
+# model reaches its nested sub-models (prolas.nesting) to far below a nat: a stationary
+# factor at the upper lengthscale is 1 on the data within 1e-12, RQ at the upper alpha is
+# SE within ~1e-7, a term at the lower variance drops out.
+_LOG_LENGTHSCALE = (math.log(1e-4), math.log(1e6))
+_LOG_PER_LENGTHSCALE = (math.log(1e-3), math.log(1e6))
+_LOG_ALPHA = (math.log(1e-3), math.log(1e8))
 _OFFSET = (-10.0, 11.0)
-_LOG_VARIANCE = (math.log(1e-8), math.log(1e6))
+_LOG_VARIANCE = (math.log(1e-12), math.log(1e6))
 _LOG_NOISE = (math.log(NOISE_FLOOR), math.log(10.0))
 _MAX_PERIOD = 100.0
 # Change locations may sit a little outside the data (a change just before the first

@@ -19,10 +19,13 @@ import numpy as np
 import torch
 
 from prolas.data import Dataset
-from prolas.gp.fit import DTYPE, JITTER_SCHEDULE, FitResult, dense_covariance, natural_covar_module
+from prolas.gp.fit import DTYPE, FitResult, dense_covariance, natural_covar_module
 from prolas.gp.scalable import decompose_sgpr, predict_sgpr
 
 __all__ = ["predict", "decompose"]
+
+#: Extra diagonal jitter tried, in order, when a Cholesky fails (bounded retries).
+JITTER_SCHEDULE = (0.0, 1e-8, 1e-6, 1e-4)
 
 
 def _posterior(

@@ -18,8 +18,8 @@ from conftest import fit_from_params
 from prolas.data import Dataset
 from prolas.expr import CP, CW, LIN, PER, SE, C, parse
 from prolas.gp import FitResult, fit_gp, hold_unseen_transitions, natural_covar_module, predict
-from prolas.gp.fit import HELD_SPANS, hold_unseen
 from prolas.gp.gram import GramModel
+from prolas.gp.natural import HELD_SPANS, hold_unseen
 from prolas.report import validate_result_json
 from prolas.search.evaluator import Evaluator
 from prolas.search.greedy import expand, search_cks

@@ -19,8 +19,8 @@ from prolas.gp import (
     natural_covar_module,
     theta_to_natural,
 )
-from prolas.gp.fit import _initial_thetas
 from prolas.gp.gram import GramModel
+from prolas.gp.starts import initial_thetas
 from prolas.grammar import Grammar
 
 EXPRESSIONS = ["SE", "LIN", "PER", "RQ", "LIN*PER*SE + LIN*SE", "PER*RQ + RQ + SE", "LIN*LIN + RQ"]
@@ -80,7 +80,7 @@ def test_natural_units_round_trip() -> None:
     t = (x - x[0]) / 12.0
     model = GramModel(parse("LIN*PER*SE + LIN*SE + RQ"), t, period_floor=0.02)
     rng = np.random.default_rng(1)
-    theta = _initial_thetas(model, np.sin(t * 20), 0.02, rng, 1)[0]
+    theta = initial_thetas(model, np.sin(t * 20), 0.02, rng, 1)[0]
     terms, noise = theta_to_natural(model, theta, float(x[0]), 12.0)
     fit = FitResult(
         str(model.expr), "ok", 60, model.expr.n_params, terms=terms, noise_variance=noise

@@ -18,7 +18,7 @@ from prolas import report
 from prolas.data import Dataset
 from prolas.expr import parse
 from prolas.gp import anatomy, fit_gp
-from prolas.gp.fit import HELD_SPANS
+from prolas.gp.natural import HELD_SPANS
 
 matplotlib.use("Agg")
 

@@ -1,0 +1,235 @@
+"""Does a cold fit find the same optimum at every fit seed? And what does a fit cost?
+
+Three subcommands, run in this order:
+
+    # 300 (series, expression) pairs drawn, seeded, from the nine series' fit caches
+    python benchmarks/scripts/fit_stability.py draw \\
+        benchmarks/results/extrapolation_base_kernels/fits/*.jsonl --n 300 --out EXPRS.json
+    # every pair refitted cold at fit seeds 0-4 on the grid's points (the training split,
+    # thinned to 400 points), default restarts, lengthscale floor 1; --shard i/k splits the work
+    python benchmarks/scripts/fit_stability.py fit EXPRS.json --fit-seeds 0 1 2 3 4 \\
+        --out FITS.jsonl [--shard 0/2]
+    python benchmarks/scripts/fit_stability.py summarise FITS.jsonl [--tol 0.5]
+
+``--root DIR`` (every subcommand) imports prolas from another checkout, so that today's
+fitter and a new one are measured by the same script in the same session.
+
+The summary gives, per series and overall, the share of expressions whose log-likelihoods
+over the fit seeds span at most ``--tol`` nats (the fit finds the same optimum whatever
+its random starts), the median and largest span, and the median seconds per fit at the
+grid's sizes. A fit that failed at some seed counts as not stable.
+
+``reference`` fits DESIGN's airline reference expressions (docs/conventions.md) at fit
+seeds 0-4 with the default restarts and prints the log-likelihoods beside the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: airline (full series) reference log-likelihoods of an independent fitter, 20 restarts
+REFERENCE = {
+    "SE": -27.55,
+    "LIN": -69.83,
+    "PER": -71.91,
+    "RQ": -10.33,
+    "LIN + PER*SE": 87.99,
+    "LIN*PER*SE + LIN*SE": 132.45,
+    "PER*RQ + RQ + SE": 130.60,
+}
+
+
+def _import_prolas(root: Path | None) -> None:
+    sys.path.insert(0, str(root or ROOT))
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _grid_points(series: str, data_dir: Path, max_points: int):
+    from prolas.bench.cells import load_series, thin
+
+    return thin(load_series(data_dir / f"{series}_train.csv"), max_points)
+
+
+def cmd_draw(args: argparse.Namespace) -> None:
+    """Seeded draw of ``--n`` (series, expression) pairs, as even as possible over series,
+    among the expressions each cache fitted successfully."""
+    from prolas.expr import parse
+
+    per_series: dict[str, list[str]] = {}
+    for path in sorted(args.caches):
+        exprs = set()
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record["fit"]["status"] == "ok" and "warm" not in record:
+                exprs.add(str(parse(record["expression"])))
+        per_series[path.stem] = sorted(exprs)
+    rng = np.random.default_rng(args.seed)
+    names = sorted(per_series)
+    counts = {s: args.n // len(names) for s in names}
+    for s in rng.permutation(names)[: args.n % len(names)]:
+        counts[str(s)] += 1
+    pairs = []
+    for s in names:
+        chosen = rng.choice(len(per_series[s]), size=counts[s], replace=False)
+        pairs += [{"series": s, "expression": per_series[s][int(i)]} for i in sorted(chosen)]
+    args.out.write_text(json.dumps(pairs, indent=1) + "\n")
+    print(
+        f"wrote {len(pairs)} pairs to {args.out}: " + ", ".join(f"{s} {counts[s]}" for s in names)
+    )
+
+
+def _fit_config(seed: int, restarts: int):
+    from prolas.gp import FitConfig
+
+    return FitConfig(restarts=restarts, seed=seed, lengthscale_floor=1.0)
+
+
+def cmd_fit(args: argparse.Namespace) -> None:
+    """Fit every pair of the shard at every fit seed; one JSON line per fit (appended;
+    pairs and seeds already in ``--out`` are skipped, so a stopped run resumes)."""
+    from prolas.gp import fit_gp
+
+    pairs = json.loads(args.pairs.read_text())
+    i, k = (int(v) for v in args.shard.split("/"))
+    pairs = pairs[i::k]
+    done = set()
+    if args.out.exists():
+        for line in args.out.read_text().splitlines():
+            r = json.loads(line)
+            done.add((r["series"], r["expression"], r["fit_seed"]))
+    data = {}
+    fit_gp("SE", _grid_points("airline", args.data_dir, args.max_points))  # warm-up
+    with args.out.open("a") as out:
+        for n, pair in enumerate(pairs):
+            s, e = pair["series"], pair["expression"]
+            if s not in data:
+                data[s] = _grid_points(s, args.data_dir, args.max_points)
+            for seed in args.fit_seeds:
+                if (s, e, seed) in done:
+                    continue
+                t = time.perf_counter()
+                fit = fit_gp(e, data[s], _fit_config(seed, args.restarts))
+                seconds = time.perf_counter() - t
+                out.write(
+                    json.dumps(
+                        {
+                            "series": s,
+                            "expression": e,
+                            "fit_seed": seed,
+                            "n": data[s].n,
+                            "status": fit.status,
+                            "log_likelihood": fit.log_likelihood,
+                            "seconds": seconds,
+                        }
+                    )
+                    + "\n"
+                )
+                out.flush()
+            print(f"{n + 1}/{len(pairs)} {s} {e}", flush=True)
+
+
+def cmd_summarise(args: argparse.Namespace) -> None:
+    rows = [json.loads(line) for p in args.fits for line in p.read_text().splitlines()]
+    by_pair: dict[tuple[str, str], dict[int, float | None]] = {}
+    seconds: dict[str, list[float]] = {}
+    for r in rows:
+        ll = r["log_likelihood"] if r["status"] == "ok" else None
+        by_pair.setdefault((r["series"], r["expression"]), {})[r["fit_seed"]] = ll
+        seconds.setdefault(r["series"], []).append(r["seconds"])
+    seeds = sorted({r["fit_seed"] for r in rows})
+    lines = [
+        f"fit seeds {seeds}; stable = log-likelihoods span <= {args.tol:g} nats",
+        "",
+        "| series | pairs | stable | share | median span | largest span | median s/fit |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    total = stable_total = 0
+    spans_all = []
+    for series in sorted({s for s, _ in by_pair}):
+        spans = []
+        for (s, _), lls in by_pair.items():
+            if s != series:
+                continue
+            values = [lls.get(k) for k in seeds]
+            spans.append(
+                np.inf if any(v is None for v in values) else float(max(values) - min(values))
+            )
+        spans = np.array(spans)
+        stable = int(np.sum(spans <= args.tol))
+        total += spans.size
+        stable_total += stable
+        spans_all += list(spans)
+        finite = spans[np.isfinite(spans)]
+        lines.append(
+            f"| {series} | {spans.size} | {stable} | {stable / spans.size:.1%} | "
+            f"{np.median(finite):.2f} | {finite.max():.1f} | {np.median(seconds[series]):.3f} |"
+        )
+    all_seconds = [v for vs in seconds.values() for v in vs]
+    lines.append(
+        f"| all | {total} | {stable_total} | {stable_total / total:.1%} | "
+        f"{np.median(np.array(spans_all)[np.isfinite(spans_all)]):.2f} | | "
+        f"{np.median(all_seconds):.3f} (mean {np.mean(all_seconds):.3f}) |"
+    )
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+
+
+def cmd_reference(args: argparse.Namespace) -> None:
+    from prolas.data import load_csv
+    from prolas.gp import FitConfig, fit_gp
+
+    ds = load_csv(args.data_dir / "airline.csv")
+    print("| expression | reference | " + " | ".join(f"seed {k}" for k in args.fit_seeds) + " |")
+    print("|---|---|" + "---|" * len(args.fit_seeds))
+    for expr, ref in REFERENCE.items():
+        lls = [
+            fit_gp(expr, ds, FitConfig(seed=k)).log_likelihood for k in args.fit_seeds
+        ]  # the defaults, as `prolas fit` fits
+        cells = " | ".join(f"{ll:.2f}" + ("" if ll >= ref - 0.5 else " **below**") for ll in lls)
+        print(f"| `{expr}` | {ref:.2f} | {cells} |", flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--root", type=Path, help="import prolas from this checkout")
+    p.add_argument("--data-dir", type=Path, default=ROOT / "data")
+    p.add_argument("--max-points", type=int, default=400)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("draw")
+    d.add_argument("caches", nargs="+", type=Path)
+    d.add_argument("--n", type=int, default=300)
+    d.add_argument("--seed", type=int, default=40)
+    d.add_argument("--out", type=Path, required=True)
+    f = sub.add_parser("fit")
+    f.add_argument("pairs", type=Path)
+    f.add_argument("--fit-seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    f.add_argument("--restarts", type=int, default=8)
+    f.add_argument("--shard", default="0/1")
+    f.add_argument("--out", type=Path, required=True)
+    s = sub.add_parser("summarise")
+    s.add_argument("fits", nargs="+", type=Path)
+    s.add_argument("--tol", type=float, default=0.5)
+    s.add_argument("--out", type=Path)
+    r = sub.add_parser("reference")
+    r.add_argument("--fit-seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    args = p.parse_args()
+    _import_prolas(args.root)
+    {"draw": cmd_draw, "fit": cmd_fit, "summarise": cmd_summarise, "reference": cmd_reference}[
+        args.cmd
+    ](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+"""Where a fit starts: data-informed random restarts and starts from related fits.
+
+* :func:`initial_thetas`: R stratified random initialisations (periods from a Lomb-Scargle
+  periodogram, change locations at the data's candidate break points, lengthscales from
+  two sample spacings to the span, LIN offsets inside the data).
+* :func:`inherit_theta`: a start from a related fitted expression (the terms they share
+  take its values; new terms start small).
+* :func:`embed_theta`: a start *exactly at* a fitted sub-model S of the expression E
+  (:mod:`prolas.nesting`): E's extra items at their limits, so E's log-likelihood there
+  equals S's. A fit started there cannot end below S.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from prolas.expr import CHANGE_FACTORS, factor_group, factor_kernel, parse
+from prolas.gp.gram import GramModel
+from prolas.gp.natural import ParameterSpace, natural_to_theta
+from prolas.gp.results import FitResult, TermFit
+from prolas.nesting import COLLAPSED_A, Embedding
+
+__all__ = [
+    "candidate_breaks",
+    "candidate_periods",
+    "change_locations",
+    "collapsed_change_theta",
+    "embed_theta",
+    "inherit_theta",
+    "initial_thetas",
+]
+
+
+def candidate_periods(t: np.ndarray, y: np.ndarray, floor: float, k: int = 6) -> np.ndarray:
+    """Periods (in the units of ``t``) of the strongest periodogram peaks, plus a grid.
+
+    Lomb-Scargle periodogram of the linearly detrended series on frequencies from
+    ``1/span`` to the Nyquist limit ``1/floor``; irregular inputs are fine.
+    """
+    from scipy.signal import lombscargle
+
+    span = float(t.max() - t.min())
+    resid = y - np.polyval(np.polyfit(t, y, 1), t)
+    f_lo, f_hi = 1.0 / span, 1.0 / max(floor, 1e-12)
+    freqs = np.geomspace(f_lo, f_hi, 2000)
+    power = lombscargle(t, resid - resid.mean(), 2 * np.pi * freqs)
+    peaks = [
+        i for i in range(1, len(power) - 1) if power[i] >= power[i - 1] and power[i] >= power[i + 1]
+    ]
+    peaks.sort(key=lambda i: -power[i])
+    periods = [1.0 / freqs[i] for i in peaks[:k]]
+    # a coarse grid, plus periods beyond the span (PER then acts as a smooth kernel)
+    grid = np.geomspace(max(floor * 1.5, span / 50), span / 2, 4)
+    return np.array(periods + list(grid) + [2.0 * span, 5.0 * span])
+
+
+def initial_thetas(
+    model: GramModel, y: np.ndarray, floor: float, rng: np.random.Generator, R: int
+) -> np.ndarray:
+    """``R x P`` random, data-informed initialisations in the scaled units of ``model.t``.
+
+    Lengthscales log-uniform over [min(0.02, 2Δ), 1] spans; periods cycle through the
+    periodogram peaks (with 3 % jitter) so restarts cover different periodicities;
+    LIN offsets inside the data range; term variances ~ 1/#terms; noise in [1e-3, 0.2].
+    Uniform draws are stratified, so that R restarts cover each range evenly.
+    """
+    periods = candidate_periods(model.t, y, floor)
+    breaks = candidate_breaks(model.t, y) if any(p.group >= 0 for p in model.params) else None
+    n_terms = len(model.terms)
+    theta = np.empty((R, model.size))
+
+    def uniform(lo: float, hi: float) -> np.ndarray:
+        # stratified (Latin hypercube) draws: each 1/R of the range holds one restart
+        u = (rng.permutation(R) + rng.uniform(0.0, 1.0, R)) / R
+        return lo + (hi - lo) * u
+
+    def logu(lo: float, hi: float) -> np.ndarray:
+        return uniform(math.log(lo), math.log(hi))
+
+    # shortest lengthscale worth starting from: two sample spacings (Nyquist, as PER)
+    shortest = min(0.02, max(floor, 1e-3))
+    per_index: dict[tuple[int, int], int] = {}
+    starts: dict[int, np.ndarray] = {}
+    for k, p in enumerate(model.params):
+        if p.name == "location":
+            theta[:, k] = change_locations(breaks, p.group, rng, uniform(0.05, 0.95))
+        elif p.name == "start":
+            starts[p.group] = change_locations(breaks, p.group, rng, uniform(0.05, 0.8))
+            theta[:, k] = starts[p.group]
+        elif p.name == "end":
+            theta[:, k] = starts[p.group] + np.exp(logu(0.05, 0.5))  # duration in spans
+        elif p.name == "width":
+            theta[:, k] = logu(0.003, 0.05)
+        elif p.name == "variance":
+            theta[:, k] = logu(0.3, 1.5) - math.log(n_terms)
+        elif p.name == "noise":
+            theta[:, k] = logu(1e-3, 0.2)
+        elif p.name == "offset":
+            theta[:, k] = uniform(0.0, 1.0)
+        elif p.name == "alpha":
+            theta[:, k] = logu(0.1, 10.0)
+        elif p.name == "lengthscale" and p.kernel == "PER":
+            theta[:, k] = np.log(uniform(0.5, 2.0))
+        elif p.name == "lengthscale":
+            theta[:, k] = logu(shortest, 1.0)
+        elif p.name == "period":
+            # Half the restarts of the first PER factor start at the strongest
+            # periodogram peak; the others (and later PER factors) cycle through the
+            # remaining candidates, so restarts cover several periods.
+            which = per_index.setdefault((p.term, p.factor), len(per_index))
+            idx = (np.arange(R) // 2 + which) % len(periods)
+            if which == 0:
+                idx[0::2] = 0
+            per = periods[idx] * np.exp(rng.normal(0, 0.03, R))
+            theta[:, k] = np.log(np.maximum(per, floor * 1.01))
+    return np.vstack([model.clip(row) for row in theta])
+
+
+def candidate_breaks(t: np.ndarray, y: np.ndarray, k: int = 4) -> np.ndarray:
+    """Locations (units of ``t``) where the series most likely changes regime.
+
+    For each split point on a grid over the inner 90 % of the range, a straight line
+    is fitted on either side; the split's score is the Gaussian log-likelihood of the
+    two pieces with their own residual variances, so changes of level, slope and noise
+    all show. Returns the ``k`` best local maxima, best first.
+    """
+    grid = np.linspace(0.05, 0.95, 61) * (t.max() - t.min()) + t.min()
+
+    def piece(mask: np.ndarray) -> float:
+        tt, yy = t[mask], y[mask]
+        if tt.size < 4:
+            return -math.inf
+        resid = yy - np.polyval(np.polyfit(tt, yy, 1), tt)
+        return -0.5 * tt.size * math.log(max(float(np.mean(resid**2)), 1e-12))
+
+    score = np.array([piece(t < b) + piece(t >= b) for b in grid])
+    peaks = [
+        i
+        for i in range(len(grid))
+        if math.isfinite(score[i])
+        and (i == 0 or score[i] >= score[i - 1])
+        and (i == len(grid) - 1 or score[i] >= score[i + 1])
+    ]
+    peaks.sort(key=lambda i: -score[i])
+    return grid[peaks[:k]] if peaks else grid[[len(grid) // 2]]
+
+
+def change_locations(
+    breaks: np.ndarray | None, group: int, rng: np.random.Generator, spread: np.ndarray
+) -> np.ndarray:
+    """Initial change locations for ``R`` restarts: half at the data's candidate break
+    points (cycling, with a little jitter; later groups start at later candidates), the
+    other half ``spread`` evenly over the range."""
+    out = np.array(spread, dtype=np.float64)
+    if breaks is None or breaks.size == 0:
+        return out
+    R = out.size
+    idx = (np.arange(R) // 2 + group) % breaks.size
+    out[0::2] = breaks[idx[0::2]] + rng.normal(0.0, 0.01, out[0::2].size)
+    return out
+
+
+def _term_affinity(names: tuple[str, ...], term: TermFit, used: bool) -> tuple[int, bool, int]:
+    names = tuple(factor_kernel(n) for n in names)
+    kinds = [f.kernel for f in term.factors]
+    shared = sum(min(names.count(k), kinds.count(k)) for k in set(names))
+    return shared, not used, -abs(len(kinds) - len(names))
+
+
+def inherit_theta(
+    model: ParameterSpace, parent: FitResult, default: np.ndarray, x0: float, s: float
+) -> np.ndarray:
+    """Start ``model`` from a fitted related expression (``parent``, natural units).
+
+    A term the parent has too (the same factors) takes that term's variance and
+    factor parameters. Every other term takes the factor parameters of the parent term
+    it shares most factors with (a factor with no counterpart there takes the values
+    of the same kernel elsewhere in the parent, else its ``default``), and that term's
+    variance if no other child term has claimed it (``S -> S * B`` turns a term into
+    another); a term that only adds to the parent (``S -> S + B``) starts with a tenth
+    of the default variance. So when the child contains the parent's terms, the
+    parent's fit is (almost) where the child starts. This is how CKS's expansions or a
+    PROLAS edit reuse the work already done on ``S``.
+    """
+    theta = np.array(default, dtype=np.float64)
+    if not parent.terms:
+        return theta
+    anywhere: dict[str, dict[str, float]] = {}
+    for term in parent.terms:
+        for f in term.factors:
+            anywhere.setdefault(f.kernel, f.params)
+    # first, the terms the parent has too claim their counterparts
+    parent_kinds = [sorted(f.kernel for f in pt.factors) for pt in parent.terms]
+    exact: dict[int, int] = {}
+    for i, names in enumerate(model.terms):
+        kinds = sorted(map(factor_kernel, names))
+        b = next(
+            (b for b, pk in enumerate(parent_kinds) if pk == kinds and b not in exact.values()),
+            None,
+        )
+        if b is not None:
+            exact[i] = b
+    used: set[int] = set(exact.values())
+    for i, names in enumerate(model.terms):
+        # the parent term sharing most factors; ties go to an unused term, then to
+        # the one closest in size (so LIN*PER*SE + LIN*SE maps onto itself)
+        affinity = [_term_affinity(names, pt, b in used) for b, pt in enumerate(parent.terms)]
+        best = exact.get(i, max(range(len(parent.terms)), key=affinity.__getitem__))
+        source = parent.terms[best] if affinity[best][0] > 0 else None
+        # a claimed term lends its shape but not its variance: the child adds a term
+        adds = source is not None and i not in exact and best in used
+        if source is not None:
+            used.add(best)
+        pool = list(source.factors) if source else []
+        picked: list[dict[str, float] | None] = []
+        for name in map(factor_kernel, names):
+            match = next((f for f in pool if f.kernel == name), None)
+            if match is not None:
+                pool.remove(match)
+                picked.append(match.params)
+            else:
+                picked.append(anywhere.get(name))
+        for k, p in enumerate(model.params):
+            if p.term != i:
+                continue
+            if p.name == "variance":
+                if source is None or adds:
+                    theta[k] = default[k] + math.log(0.1)
+                else:
+                    v = source.variance * s ** (2 * names.count("LIN"))
+                    theta[k] = p.to_theta(max(v, 1e-12))
+                continue
+            params = picked[p.factor]
+            if params is None or p.name not in params:
+                continue
+            value = float(params[p.name])
+            if p.name == "offset":
+                value = (value - x0) / s
+            elif p.name == "period" or (p.name == "lengthscale" and p.kernel != "PER"):
+                value = value / s
+            if p.log and not value > 0:
+                continue
+            theta[k] = p.to_theta(value)
+    # change operators: the k-th CP (CW) of the child starts where the parent's k-th was
+    by_group: dict[int, tuple[str, dict[str, float]]] = {}
+    for names, term in zip(parse(parent.expression).terms, parent.terms):
+        for name, f in zip(names, term.factors):
+            if (g := factor_group(name)) is not None:
+                by_group.setdefault(g, (CHANGE_FACTORS[f.kernel], f.params))
+    parent_changes: dict[str, list[dict[str, float]]] = {}
+    for g in sorted(by_group):
+        op, values = by_group[g]
+        parent_changes.setdefault(op, []).append(values)
+    rank: dict[int, int] = {}  # group -> its rank among the child's groups of that op
+    for k, p in enumerate(model.params):
+        if p.group < 0:
+            continue
+        if p.group not in rank:
+            rank[p.group] = len({q.group for q in model.params if q.kernel == p.kernel} & set(rank))
+        nth = rank[p.group]
+        found = parent_changes.get(p.kernel, [])
+        if nth < len(found) and p.name in found[nth]:
+            value = float(found[nth][p.name])
+            value = value / s if p.log else (value - x0) / s
+            if not p.log or value > 0:
+                theta[k] = p.to_theta(value)
+    if parent.noise_variance is not None and parent.noise_variance > 0:
+        theta[-1] = model.params[-1].to_theta(parent.noise_variance)
+    lo, hi = np.array([(p.lower, p.upper) for p in model.params]).T
+    return np.clip(theta, lo, hi)
+
+
+def embed_theta(
+    model: ParameterSpace,
+    sub: FitResult,
+    emb: Embedding,
+    default: np.ndarray,
+    x0: float,
+    s: float,
+) -> np.ndarray:
+    """``theta`` of E (``model``) at which E's covariance on the data is that of the fitted
+    sub-model S (``sub``, natural units), placed as :class:`prolas.nesting.Embedding` says.
+
+    * a term of E reproducing a term of S takes its variance and, factor by factor, its
+      shape parameters; an RQ reproducing an SE takes its lengthscale and alpha at the
+      upper bound (RQ -> SE as alpha -> infinity);
+    * a stationary factor with no counterpart has its lengthscale at the upper bound (1
+      on the data); a term with no counterpart has its variance at the lower bound (a
+      LIN factor of it centred on the data, so that its Gram matrix stays small);
+    * a change operator reproducing one of S takes its transition(s) and width; one the
+      data should see from one side only has its transitions at the edge of the box
+      beyond the data and the narrowest width (its weights are then exactly 0 or 1 on
+      the data: :func:`collapsed_change_theta`);
+    * the noise is S's.
+
+    Entries nothing here sets keep their ``default``. So ``log p(y | E, theta)`` equals
+    S's log-likelihood up to the box edges (far below a nat; tests/gp/test_nesting.py).
+    """
+    theta = np.array(default, dtype=np.float64)
+    sub_names = parse(sub.expression).terms
+    sub_groups: dict[int, dict[str, float]] = {}
+    for names, term in zip(sub_names, sub.terms):
+        for name, f in zip(names, term.factors):
+            if (g := factor_group(name)) is not None:
+                sub_groups.setdefault(g, f.params)
+
+    def put(k: int, value: float | None) -> None:
+        if value is not None:
+            theta[k] = value
+
+    for k, p in enumerate(model.params):
+        if p.group >= 0:
+            state = emb.groups[p.group]
+            if isinstance(state, str):
+                theta[k] = collapsed_change_theta(p, state == COLLAPSED_A)
+            else:
+                put(k, natural_to_theta(p, sub_groups[state][p.name], x0, s))
+            continue
+        if p.name == "noise":
+            put(k, natural_to_theta(p, sub.noise_variance, x0, s))
+            continue
+        source = emb.terms[p.term]
+        if p.name == "variance":
+            if source is None:
+                theta[k] = p.lower
+            else:
+                n_lin = sum(factor_kernel(f) == "LIN" for f in model.terms[p.term])
+                put(k, natural_to_theta(p, sub.terms[source].variance, x0, s, n_lin))
+            continue
+        if source is None:
+            if p.name == "offset":
+                theta[k] = 0.5  # the middle of the scaled data: (t - c)^2 <= 1/4
+            continue
+        j = emb.factors[p.term][p.factor]
+        if j is None:  # at its limit: the factor is 1 on the data
+            if p.name == "lengthscale":
+                theta[k] = p.upper
+            continue
+        if p.factor in emb.rq_from_se[p.term] and p.name == "alpha":
+            theta[k] = p.upper
+            continue
+        put(k, natural_to_theta(p, sub.terms[source].factors[j].params[p.name], x0, s))
+    return theta
+
+
+def collapsed_change_theta(p, first_side: bool) -> float:
+    """A change operator's parameter ``p`` (a :class:`prolas.gp.gram.ParamInfo`) such that
+    the data on ``t`` in [0, 1] see only its first side (before a change-point, outside a
+    window) or only its second: every transition at the edge of the box beyond the data,
+    the width at its lower bound, so each weight is exactly 0 or 1 in floating point."""
+    if p.name == "width":
+        return p.lower
+    if p.name == "start":  # a window that never opens, or is open over all the data
+        return p.upper if first_side else p.lower
+    if p.name == "end":
+        return p.upper
+    return p.upper if first_side else p.lower  # CP's location
