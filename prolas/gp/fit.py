@@ -1,6 +1,6 @@
 """Expression -> GPyTorch model; batched multi-restart fit; BIC (predict: :mod:`prolas.gp.predict`).
 
-Model (DESIGN.md). For the canonical form ``sum_t prod_{f in t} k_f`` of an expression
+Model (docs/conventions.md). For the canonical form ``sum_t prod_{f in t} k_f`` of an expression
 
     y' ~ GP(0, sum_t s_t^2 prod_{f in t} k_f(x, x')) + N(0, s_n^2),   s_n^2 >= 1e-6,
 
@@ -22,7 +22,7 @@ Every restart is screened for a few iterations, the best are polished. The
 optimisation runs on inputs rescaled to ``t = (x - x_min) / span`` (better
 conditioned); hyperparameters are converted back to x's own units afterwards and
 the reported log-likelihood is recomputed in those units with the GPyTorch kernel
-modules, so the numbers in a FitResult are exactly consistent with the DESIGN.md
+modules, so the numbers in a FitResult are exactly consistent with the docs/conventions.md
 formulas. ``fit_gp(..., init=fit)`` warm-starts from a related fitted expression.
 
 >>> from prolas.data import Dataset
@@ -84,7 +84,7 @@ JITTER_SCHEDULE = (0.0, 1e-8, 1e-6, 1e-4)
 
 
 def bic(log_likelihood: float, n_params: int, n: int) -> float:
-    """``BIC = log_likelihood - k/2 ln N`` (DESIGN.md; higher is better)."""
+    """``BIC = log_likelihood - k/2 ln N`` (docs/conventions.md; higher is better)."""
     return float(log_likelihood - 0.5 * n_params * math.log(n))
 
 
@@ -204,7 +204,7 @@ class FitResult:
         return parse(self.expression)
 
     def to_json(self) -> dict:
-        """The ``best`` block of result.json (DESIGN.md)."""
+        """The ``best`` block of result.json (docs/result-json.md)."""
         return {
             "expression": self.expression,
             "log_likelihood": self.log_likelihood,
@@ -580,7 +580,7 @@ def theta_to_natural(
     ``(x - c)(x' - c) = s^2 (t - c_t)(t' - c_t)``, a term's variance is divided by
     ``s^2`` for every LIN factor it holds. PER's lengthscale is dimensionless. A change
     operator's location/start/end map like an offset, its width like a lengthscale;
-    its values are repeated in every factor that carries them (DESIGN.md). A transition
+    its values are repeated in every factor that carries them (docs/conventions.md). A transition
     the data cannot see is held off first (:func:`hold_unseen`).
     """
     changes: dict[int, dict[str, float]] = {}

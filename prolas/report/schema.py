@@ -114,7 +114,7 @@ def result_to_json(
     test: dict | None = None,
     searched_indices: Sequence[int] | None = None,
 ) -> dict:
-    """The result.json document (DESIGN.md) of a finished search.
+    """The result.json document (docs/result-json.md) of a finished search.
 
     Args:
         dataset: the data the search was fitted on (its ``to_json()`` is the data block).
