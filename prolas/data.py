@@ -1,6 +1,6 @@
 """CSV -> Dataset: loading, validation, standardisation and the extrapolation split.
 
-Conventions (DESIGN.md): inputs are 1-D in the data's own units; y is standardised
+Conventions (docs/conventions.md): inputs are 1-D in the data's own units; y is standardised
 before fitting, ``y' = (y - mean) / std`` with ``ddof = 0``.
 
 Column choice when ``x``/``y`` are not named: a column literally named ``y`` is y and
@@ -92,7 +92,7 @@ class Dataset:
         path, x_column, y_column: provenance (for result.json).
         x_is_date: x came from a date column and holds decimal years
             (:func:`decimal_years_to_timestamps` turns it back into dates). Not part of
-            result.json's data block (its keys are fixed by DESIGN.md).
+            result.json's data block (its keys are fixed by its schema).
     """
 
     x: np.ndarray
@@ -147,7 +147,7 @@ class Dataset:
                 )
         if x.size < MIN_POINTS:
             raise DataError(f"{path}: {x.size} data points; at least {MIN_POINTS} are needed")
-        mean, std = _moments(y)  # ddof = 0 (DESIGN.md)
+        mean, std = _moments(y)  # ddof = 0 (docs/conventions.md)
         if not std > 0 or std < CONSTANT_TOLERANCE * float(np.max(np.abs(y))):
             raise DataError(f"{path}: column {y_column!r} is constant; nothing to model")
         if not np.all(np.isfinite((y - mean) / std)):  # a guard: |y| <= 1e300 keeps this true

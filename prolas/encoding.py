@@ -47,7 +47,7 @@ element-wise product of its normalised factors, an expression is the sum of its 
 
 A change operator contributes its transition factors (:attr:`Expression.terms`:
 ``CP_BEFORE`` = (1 - σ(u))(1 - σ(u')), ``CP_AFTER`` = σ(u)σ(u'), ``CW_OUTSIDE``,
-``CW_INSIDE`` with u(x) = σ₁(1 - σ₂), DESIGN.md) to the terms on its sides, at fixed
+``CW_INSIDE`` with u(x) = σ₁(1 - σ₂), docs/conventions.md) to the terms on its sides, at fixed
 span-relative defaults (:data:`RD_CHANGE_HYPERPARAMETERS`):
 
     CP   location 0.5, width 0.05        (mid-range; 12 % -> 88 % over a fifth of the span)
@@ -354,7 +354,7 @@ def base_kernel_matrices(x: np.ndarray, names: SequenceABC[str]) -> dict[str, np
 def change_factor_matrices(x: np.ndarray) -> dict[str, np.ndarray]:
     """The change operators' transition factors at :data:`RD_CHANGE_HYPERPARAMETERS` on
     u = (x - min)/span, not normalised: ``{"CP_BEFORE": (n, n), "CP_AFTER", "CW_OUTSIDE",
-    "CW_INSIDE"}`` float64 (DESIGN.md: (1 - σ(x))(1 - σ(x')), σ(x)σ(x'), (1 - u)(1 - u'),
+    "CW_INSIDE"}`` float64 (docs/conventions.md: (1 - σ(x))(1 - σ(x')), σ(x)σ(x'), (1 - u)(1 - u'),
     u u' with u = σ₁(1 - σ₂))."""
     x = np.asarray(x, dtype=np.float64)
     span = float(x.max() - x.min())

@@ -6,7 +6,7 @@ a change-point, B after) and ``CW(A, B)`` (B inside a change-window, A outside).
 The tree carries no hyperparameter values and no torch; the GP model is built from
 it only in :mod:`prolas.gp`.
 
-Every expression has one **canonical form** (DESIGN.md): products are distributed
+Every expression has one **canonical form** (docs/conventions.md): products are distributed
 over sums; inside a product ``SE*SE`` collapses to ``SE`` (idempotent kernels);
 identical terms merge; factors are sorted alphabetically and joined by ``*``;
 terms are sorted and joined by `` + ``. Equality and hashing use the canonical
@@ -77,7 +77,7 @@ class BaseKernelSpec:
         name: upper-case token used in expressions (``"SE"``).
         shape_params: names of the shape hyperparameters (no variance: each
             product term carries exactly one variance).
-        formula: the kernel in DESIGN.md notation, for docs and ``describe``.
+        formula: the kernel as docs/conventions.md writes it, for docs and ``describe``.
         idempotent: ``k*k`` is the same model as ``k`` (true for SE: the product of
             two SEs is an SE with a combined lengthscale).
         description: plain-language name used in reports.
@@ -116,7 +116,7 @@ BASE_KERNELS: dict[str, BaseKernelSpec] = {
 }
 
 #: A change operator: its shape parameters (shared by every term it expands into) and
-#: the factor names of its two sides, ``(A side, B side)`` (DESIGN.md).
+#: the factor names of its two sides, ``(A side, B side)`` (docs/conventions.md).
 CHANGE_OPERATORS: dict[str, tuple[tuple[str, ...], tuple[str, str]]] = {
     "CP": (("location", "width"), ("CP_BEFORE", "CP_AFTER")),
     "CW": (("start", "end", "width"), ("CW_OUTSIDE", "CW_INSIDE")),
@@ -302,7 +302,7 @@ class Expression(ABC):
     @property
     def n_params(self) -> int:
         """k = shape params of each change operator (once) + per term (1 variance + its
-        base factors' shape params) + 1 noise (DESIGN.md)."""
+        base factors' shape params) + 1 noise (docs/conventions.md)."""
         shapes = sum(len(g.shape_params) for g in self.change_groups)
         per_term = sum(
             1 + sum(len(BASE_KERNELS[f].shape_params) for f in t if ":" not in f)
@@ -420,7 +420,7 @@ class Product(_NAry):
 
 class Change(Expression):
     """A change operator: ``Change("CP", A, B)`` is A before a change-point and B after
-    it; ``Change("CW", A, B)`` is B inside a window and A outside (DESIGN.md)."""
+    it; ``Change("CW", A, B)`` is B inside a window and A outside (docs/conventions.md)."""
 
     def __init__(self, op: str, a: Expression, b: Expression) -> None:
         key = op.upper()

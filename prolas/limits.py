@@ -25,7 +25,7 @@ DEFAULT_CHECKPOINT = "change"
 #: (:attr:`prolas.gp.FitConfig.lengthscale_floor`, ``--lengthscale-floor``; 0 = off).
 #: Measured on the tuning series (airline, call-centre, sulphuric; 3 seeds; README
 #: "Results"): PROLAS's test RMSE fell on all three (best model 18.40 -> 13.86,
-#: 32.05 -> 27.40, 67.55 -> 59.80); the DESIGN reference fits are unchanged.
+#: 32.05 -> 27.40, 67.55 -> 59.80); the reference fits of docs/conventions.md still hold.
 LENGTHSCALE_FLOOR = 1.0
 
 #: Searches warm-start each fit from related fits (``--warm-fits``; measured in

@@ -19,7 +19,7 @@ r_d standardised with the training mean and standard deviation.
 valid expression for every z, including z far outside the training region or NaN.
 
 Checkpoints are a ``*.pt`` file (a dict of tensors, loaded with ``weights_only=True``)
-and a ``*.json`` metadata file (DESIGN.md); see :func:`save_checkpoint`.
+and a ``*.json`` metadata file (docs/search.md, KG-VAE); see :func:`save_checkpoint`.
 
 >>> trained = load_checkpoint("default")            # doctest: +SKIP
 >>> z = trained.encode_sequences([("LIN", "*", "PER", "stop")])   # 1 x latent_dim

@@ -16,7 +16,7 @@ DATA = ROOT / "data"
 #: The quickest real search for end-to-end CLI tests: `prolas fit DATA *QUICK_CKS ...`.
 QUICK_CKS = ("--search", "cks", "--budget", "3", "--restarts", "1")
 
-# Small-N fits are fastest single-threaded (DESIGN.md); also keeps tests stable on 2 cores.
+# Small-N fits are fastest single-threaded (docs/fit.md); also keeps tests stable on 2 cores.
 torch.set_num_threads(1)
 
 

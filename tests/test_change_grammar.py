@@ -219,7 +219,7 @@ def test_decode_never_emits_change_operations_of_a_grammar_without_them():
 
 
 def _direct_rd(expr, x, names):
-    """r_d from the DESIGN formulas, one expression at a time (no Gram-matrix tricks)."""
+    """r_d from the convention formulas, one expression at a time (no Gram-matrix tricks)."""
     u = (x - x.min()) / (x.max() - x.min())
     bases = base_kernel_matrices(x, names)
     cp, cw = RD_CHANGE_HYPERPARAMETERS["CP"], RD_CHANGE_HYPERPARAMETERS["CW"]

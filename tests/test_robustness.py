@@ -401,7 +401,7 @@ def check_pipeline(x: np.ndarray, y: np.ndarray, seed: int, budget: int, out: Pa
     assert [(e.expression, e.status, e.bic) for e in entries] == [
         (e.expression, e.status, e.bic) for e in result.history
     ]
-    # result.json: strict JSON, valid per DESIGN.md; the report and its plots
+    # result.json: strict JSON, valid per its schema and conventions; the report and its plots
     back = strict_loads((out / "result.json").read_text())
     report.validate_result_json(back)
     assert (back["best"] is None) == (best is None)

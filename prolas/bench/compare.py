@@ -212,7 +212,7 @@ def run_compare(
     import torch
 
     threads = torch.get_num_threads()
-    # one thread: the fits are small and the CPU is shared (DESIGN.md, measured)
+    # one thread: the fits are small and the CPU is shared (measured; docs/fit.md, Threads)
     torch.set_num_threads(1)
     try:
         for spec, seed in grid:

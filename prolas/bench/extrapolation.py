@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 #: Published extrapolation RMSE of ABCD (accuracy variant) on the 90/10 splits
-#: (Lloyd et al. 2014, as tabulated in DESIGN.md).
+#: (Lloyd et al. 2014).
 ABCD_RMSE = {
     "airline": 16.67,
     "solar": 0.383,

@@ -80,7 +80,7 @@ __all__ = [
     "run_grid_in_memory",
 ]
 
-#: The 9 Automatic Statistician series shipped in data/ (DESIGN.md order).
+#: The 9 Automatic Statistician series shipped in data/, in a fixed order.
 DATASETS = (
     "airline",
     "solar",

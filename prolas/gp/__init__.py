@@ -3,7 +3,7 @@
 Imports only the layers below it (:mod:`prolas.records`, :mod:`prolas.data`,
 :mod:`prolas.expr`); nothing here knows about searches or reports.
 
-* :mod:`prolas.gp.kernels`: GPyTorch kernel modules of the DESIGN.md base kernels,
+* :mod:`prolas.gp.kernels`: GPyTorch kernel modules of the base kernels (docs/conventions.md),
   ``C`` and the change-point factors.
 * :mod:`prolas.gp.gram`: the Gram matrix of an expression and the analytic gradient of
   its log marginal likelihood (NumPy/LAPACK), the fit's hot path.

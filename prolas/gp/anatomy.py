@@ -137,7 +137,7 @@ class FitChange:
         op: ``"CP"`` or ``"CW"``.
         group: its index in :attr:`prolas.expr.Expression.change_groups`.
         params: its fitted shape parameters in x's units (``location``, ``width`` for
-            CP; ``start``, ``end``, ``width`` for CW; DESIGN.md).
+            CP; ``start``, ``end``, ``width`` for CW; docs/conventions.md).
         sides: the indices of the fitted terms on its A side (before the change-point,
             outside the window) and on its B side (after, inside).
     """

@@ -1,6 +1,6 @@
 """Expression -> GPyTorch model; batched multi-restart fit; BIC (predict: :mod:`prolas.gp.predict`).
 
-Model (DESIGN.md). For the canonical form ``sum_t prod_{f in t} k_f`` of an expression
+Model (docs/conventions.md). For the canonical form ``sum_t prod_{f in t} k_f`` of an expression
 
     y' ~ GP(0, sum_t s_t^2 prod_{f in t} k_f(x, x')) + N(0, s_n^2),   s_n^2 >= 1e-6,
 
@@ -22,7 +22,7 @@ Every restart is screened for a few iterations, the best are polished. The
 optimisation runs on inputs rescaled to ``t = (x - x_min) / span`` (better
 conditioned); hyperparameters are converted back to x's own units afterwards and
 the reported log-likelihood is recomputed in those units with the GPyTorch kernel
-modules, so the numbers in a FitResult are exactly consistent with the DESIGN.md
+modules, so the numbers in a FitResult are exactly consistent with the docs/conventions.md
 formulas. ``fit_gp(..., init=fit)`` warm-starts from a related fitted expression.
 
 >>> from prolas.data import Dataset

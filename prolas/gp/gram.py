@@ -5,7 +5,7 @@ the sizes a structure search works at (N ~ 100-500) the cost of a fit used to be
 dominated by per-operation overhead of torch modules and autograd (≈ 50× the linear
 algebra), not by the linear algebra itself.
 
-Model (DESIGN.md), on scaled inputs ``t = (x - x0) / span`` and standardised ``y``:
+Model (docs/conventions.md), on scaled inputs ``t = (x - x0) / span`` and standardised ``y``:
 
     K = sum_t v_t prod_{f in t} k_f(t, t') + s_n^2 I
 
@@ -64,7 +64,7 @@ __all__ = [
     "linalg_seconds",
 ]
 
-#: Floor on the Gaussian noise variance of standardised y (DESIGN.md).
+#: Floor on the Gaussian noise variance of standardised y (docs/conventions.md).
 NOISE_FLOOR = 1e-6
 #: Seconds spent in Cholesky, solves and inverse since import ([total]); see module doc.
 LINALG_SECONDS = [0.0]

@@ -1,4 +1,4 @@
-"""GPyTorch modules for the base kernels, with exactly the DESIGN.md formulas.
+"""GPyTorch modules for the base kernels, with exactly the formulas of docs/conventions.md.
 
 Inputs are 1-D; ``d = x - x'``. Each kernel supports a batch of independent
 hyperparameter settings (``batch_shape``), which is how :mod:`prolas.gp` runs all
@@ -20,7 +20,7 @@ CW_INSIDE         u(x) u(x')                                   start, end, width
 
 ``σ(x) = 1 / (1 + exp(-(x - l) / w))``; ``u(x) = σ_start(x) (1 - σ_end(x))`` with one
 shared width. The change factors are what ``CP(A, B)`` and ``CW(A, B)`` contribute to
-each term of their sides (DESIGN.md); tied parameters are simply set equal.
+each term of their sides (docs/conventions.md); tied parameters are simply set equal.
 
 GPyTorch's own ``PeriodicKernel`` divides by ``l`` rather than ``l^2`` and its
 ``LinearKernel`` has no offset, hence these small modules. Amplitude lives in one

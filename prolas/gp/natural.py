@@ -121,7 +121,7 @@ def theta_to_natural(
     ``(x - c)(x' - c) = s^2 (t - c_t)(t' - c_t)``, a term's variance is divided by
     ``s^2`` for every LIN factor it holds. PER's lengthscale is dimensionless. A change
     operator's location/start/end map like an offset, its width like a lengthscale;
-    its values are repeated in every factor that carries them (DESIGN.md). A transition
+    its values are repeated in every factor that carries them (docs/conventions.md). A transition
     the data cannot see is held off first (:func:`hold_unseen`).
     """
     changes: dict[int, dict[str, float]] = {}

@@ -18,7 +18,7 @@ __all__ = ["FactorFit", "TermFit", "FitResult", "bic"]
 
 
 def bic(log_likelihood: float, n_params: int, n: int) -> float:
-    """``BIC = log_likelihood - k/2 ln N`` (DESIGN.md; higher is better)."""
+    """``BIC = log_likelihood - k/2 ln N`` (docs/conventions.md; higher is better)."""
     return float(log_likelihood - 0.5 * n_params * math.log(n))
 
 
@@ -85,7 +85,7 @@ class FitResult:
         return parse(self.expression)
 
     def to_json(self) -> dict:
-        """The ``best`` block of result.json (DESIGN.md)."""
+        """The ``best`` block of result.json (docs/result-json.md)."""
         return {
             "expression": self.expression,
             "log_likelihood": self.log_likelihood,

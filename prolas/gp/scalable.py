@@ -2,7 +2,7 @@
 
 The structure search fits on an evenly spaced subsample; when the series is too long
 for an exact GP, the chosen model is refitted on all N points here. Same model and
-conventions as :mod:`prolas.gp` (DESIGN.md): for the canonical form of an expression
+conventions as :mod:`prolas.gp` (docs/conventions.md): for the canonical form of an expression
 
     y' ~ GP(0, k(x, x') = sum_t v_t prod_{f in t} k_f(x, x')) + N(0, s^2),  s^2 >= 1e-6.
 
@@ -13,7 +13,7 @@ k(Z, Z)`` (M x M), ``K_uf = k(Z, X)`` (M x N) and ``Q_ff = K_fu K_uu^{-1} K_uf``
 
 Only ``K_uu``, ``K_uf`` and ``diag K_ff`` are needed, so it works for every kernel,
 LIN (non-stationary) included, and for the expanded terms of change operators
-(DESIGN.md): a change factor ``s(x) s(x')`` (``CP_BEFORE``/``CP_AFTER``/``CW_OUTSIDE``/
+(docs/conventions.md): a change factor ``s(x) s(x')`` (``CP_BEFORE``/``CP_AFTER``/``CW_OUTSIDE``/
 ``CW_INSIDE``) is, like LIN, a rank-one diagonal scaling of its term, and ``C`` is 1.
 ``F`` is evaluated exactly (no stochastic log-det, no Lanczos; Cholesky of M x M
 matrices and Woodbury). With ``L L^T = K_uu + jitter I`` and the whitened
@@ -139,7 +139,7 @@ class SGPRModel:
     """The kernel of one fitted expression on scaled inputs, as plain torch functions.
 
     ``t = (x - x0) / span``; ``theta`` (shape ``(P,)``, float64) holds the parameters
-    in :func:`prolas.gp.gram.parameter_layout` order. Formulas are exactly DESIGN.md's (PER as
+    in :func:`prolas.gp.gram.parameter_layout` order. Formulas: docs/conventions.md (PER as
     ``exp(-(1 - cos(2 pi d / p)) / l^2)``, since ``2 sin^2(a) = 1 - cos(2a)``, with
     ``cos(w (t - t')) = cos(wt) cos(wt') + sin(wt) sin(wt')`` so that no
     transcendental function is evaluated on the M x N grid). ``terms`` are the expanded
@@ -184,7 +184,7 @@ class SGPRModel:
 
         ``fit.terms`` are the expanded terms (:attr:`prolas.expr.Expression.terms`) with
         plain kernel names (``"CP_BEFORE"`` for ``"CP_BEFORE:0"``); a change operator's
-        tied values repeat in every factor of its group (DESIGN.md) and must agree.
+        tied values repeat in every factor of its group (docs/conventions.md) and must agree.
         """
         kinds = [tuple(factor_kernel(n) for n in t) for t in self.terms]
         if [tuple(f.kernel for f in t.factors) for t in fit.terms] != kinds:

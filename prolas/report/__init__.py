@@ -4,8 +4,9 @@ Imports the layers below it (:mod:`prolas.records`, :mod:`prolas.data`,
 :mod:`prolas.expr`, :mod:`prolas.gp`, :mod:`prolas.pipeline`) and nothing above
 (bench, cli). Its modules, lower ones first:
 
-* :mod:`prolas.report.schema`: result.json: :func:`result_to_json` builds the document
-  exactly per DESIGN.md, :func:`validate_result_json` checks one,
+* :mod:`prolas.report.schema`: result.json: :func:`result_schema` is its JSON Schema,
+  :func:`result_to_json` builds the document, :func:`validate_result_json` checks one
+  (the schema, then BIC, k and canonical order; docs/conventions.md),
   :func:`log_likelihood_kind` names the best model's likelihood (exact or a bound).
 * :mod:`prolas.report.metrics`: held-out RMSE and mean log predictive density
   (:func:`test_metrics`), and the predictive mean and sd in y's original units.
@@ -43,7 +44,12 @@ from prolas.report.plots import (
     plot_convergence,
     plot_fit,
 )
-from prolas.report.schema import log_likelihood_kind, result_to_json, validate_result_json
+from prolas.report.schema import (
+    log_likelihood_kind,
+    result_schema,
+    result_to_json,
+    validate_result_json,
+)
 from prolas.report.words import describe_fit
 from prolas.report.write import ReportWarning, write_report
 
@@ -67,6 +73,7 @@ __all__ = [
     "plot_fit",
     "predictive_mean_sd",
     "report_markdown",
+    "result_schema",
     "result_to_json",
     "summary_table",
     "test_metrics",

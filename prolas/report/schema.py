@@ -1,31 +1,47 @@
-"""result.json: its document, built and checked exactly per DESIGN.md.
+"""result.json: its document, built and checked against its JSON Schema.
 
+* :func:`result_schema` is the JSON Schema (draft 2020-12) of result.json, shipped with
+  the package as ``prolas/schemas/result.schema.json``: one definition per block
+  (``data``, ``search``, ``best`` with its ``term`` and ``factor`` definitions,
+  ``history_entry``, ``test``).
 * :func:`result_to_json` builds the document of a finished search (blocks
   ``prolas_version``, ``data``, ``search``, ``best``, ``history`` and the optional
-  ``test``) and :func:`validate_result_json` checks one (keys, types, history indices,
-  failed entries, BIC consistency, canonical term/factor order, k). In the history, an
-  ``"ok"`` entry with a non-finite BIC is written as failed and other non-finite
-  numbers (timings, a failed entry's log-likelihood) as ``null``; a best model with a
-  non-finite number is refused (:class:`~prolas.errors.NonFiniteError`).
+  ``test``). In the history, an ``"ok"`` entry with a non-finite BIC is written as
+  failed and other non-finite numbers (timings, a failed entry's log-likelihood) as
+  ``null``; a best model with a non-finite number is refused
+  (:class:`~prolas.errors.NonFiniteError`).
+* :func:`validate_result_json` checks a document: first against the schema (keys,
+  types, enums, ranges), then what JSON Schema cannot express (BIC consistency,
+  canonical expressions and term/factor order, k, history indices, tied change
+  parameters).
 * :func:`log_likelihood_kind` says whether the best model's log-likelihood is exact or
   an approximation's lower bound (``best.log_likelihood_kind``).
 * The writer is :func:`prolas.records.dumps_strict`: it refuses NaN and infinities
   (naming where they are) instead of writing invalid JSON.
+
+The conventions the numbers follow (kernels, canonical form, k, BIC) are in
+``docs/conventions.md``.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from importlib import resources
+from typing import Any, NoReturn
+
+from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.exceptions import best_match
 
 from prolas._version import __version__
 from prolas.data import Dataset
 from prolas.errors import ExpressionError, NonFiniteError
-from prolas.expr import factor_group, factor_kernel, factor_shape_params, parse
+from prolas.expr import Expression, factor_group, factor_kernel, factor_shape_params, parse
 from prolas.gp import FitResult
 from prolas.records import (
-    HISTORY_KEYS,
     SearchResult,
     first_non_finite,
     history_entry,
@@ -33,30 +49,34 @@ from prolas.records import (
     plain,
 )
 
-__all__ = ["log_likelihood_kind", "result_to_json", "validate_result_json"]
-
-#: the keys of result.json's blocks, in order (DESIGN.md)
-_TOP_KEYS = ("prolas_version", "data", "search", "best", "history")
-_DATA_KEYS = ("path", "x_column", "y_column", "n", "y_mean", "y_std")
-_SEARCH_KEYS = (
-    "method",
-    "seed",
-    "budget",
-    "evaluations",
-    "wall_seconds",
-    "checkpoint",
-    "searched_on",
-)
-_BEST_KEYS = (
-    "expression",
-    "log_likelihood",
-    "n_params",
-    "bic",
-    "terms",
-    "noise_variance",
+__all__ = [
+    "RESULT_SCHEMA_FILE",
     "log_likelihood_kind",
-)
-_TEST_KEYS = ("path", "n", "rmse", "mean_log_predictive_density")
+    "result_schema",
+    "result_to_json",
+    "validate_result_json",
+]
+
+#: Where result.json's JSON Schema lives inside the installed package.
+RESULT_SCHEMA_FILE = "schemas/result.schema.json"
+
+
+@functools.cache
+def _schema() -> dict:
+    return json.loads(resources.files("prolas").joinpath(RESULT_SCHEMA_FILE).read_text("utf-8"))
+
+
+def result_schema() -> dict:
+    """The JSON Schema (draft 2020-12) of result.json, as a new dict each call.
+
+    >>> result_schema()["$defs"]["history_entry"]["properties"]["status"]
+    {'enum': ['ok', 'failed']}
+    """
+    return copy.deepcopy(_schema())
+
+
+#: the keys of the test block, in order (the schema's)
+_TEST_KEYS = tuple(_schema()["$defs"]["test"]["properties"])
 
 
 # --- building -----------------------------------------------------------------------
@@ -94,7 +114,7 @@ def result_to_json(
     test: dict | None = None,
     searched_indices: Sequence[int] | None = None,
 ) -> dict:
-    """The result.json document (DESIGN.md) of a finished search.
+    """The result.json document (docs/result-json.md) of a finished search.
 
     Args:
         dataset: the data the search was fitted on (its ``to_json()`` is the data block).
@@ -141,28 +161,8 @@ def result_to_json(
 # --- checking -----------------------------------------------------------------------
 
 
-def _fail(where: str, message: str) -> None:
+def _fail(where: str, message: str) -> NoReturn:
     raise ValueError(f"result.json: {where}: {message}")
-
-
-def _check_keys(d: Any, keys: Iterable[str], where: str) -> None:
-    if not isinstance(d, dict):
-        _fail(where, f"expected an object, got {type(d).__name__}")
-    keys = tuple(keys)
-    missing = [k for k in keys if k not in d]
-    if missing:
-        _fail(where, f"missing key {missing[0]!r}")
-    extra = sorted(set(d) - set(keys))
-    if extra:
-        _fail(where, f"unexpected key {extra[0]!r}")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _check(cond: bool, where: str, message: str) -> None:
@@ -170,8 +170,80 @@ def _check(cond: bool, where: str, message: str) -> None:
         _fail(where, message)
 
 
-def _canonical(expr: Any, where: str):
-    _check(isinstance(expr, str), where, "expression must be a string")
+def _where(path: Iterable[str | int]) -> str:
+    """A JSON path as ``best.terms[1].factors[0]`` (``top`` for the document itself)."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "top"
+
+
+def _json_text(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_JSON_TYPES = {
+    "object": "an object",
+    "array": "a list",
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "null": "null",
+    "boolean": "a boolean",
+}
+
+
+#: keywords of a schema that describes a block (an object or a list), not one value
+_BLOCK_KEYWORDS = frozenset({"properties", "items", "$ref"})
+
+
+def _schema_message(error: ValidationError) -> str:
+    """One line for a schema violation, in the words the checks after the schema use."""
+    kind, value, instance = error.validator, error.validator_value, error.instance
+    if kind == "required":
+        return f"missing key {next(k for k in value if k not in instance)!r}"
+    if kind == "additionalProperties":
+        allowed = error.schema.get("properties", {})
+        return f"unexpected key {sorted(k for k in instance if k not in allowed)[0]!r}"
+    if kind == "type":
+        wanted = [value] if isinstance(value, str) else list(value)
+        message = f"expected {' or '.join(_JSON_TYPES[w] for w in wanted)}"
+    elif kind in ("enum", "const"):
+        options = value if kind == "enum" else [value]
+        message = f"expected {' or '.join(_json_text(v) for v in options)}"
+    elif kind in ("minimum", "exclusiveMinimum"):
+        message = f"expected a number {'>=' if kind == 'minimum' else '>'} {value}"
+    elif kind == "minItems":
+        message = f"expected at least {value} item{'s' * (value != 1)}"
+    elif kind == "pattern":
+        message = f"expected a string matching {value!r}"
+    else:
+        return error.message
+    message += f", got {_json_text(instance)}"
+    # a value's own description says what it must be; a block's would be noise
+    about = None if _BLOCK_KEYWORDS & set(error.schema) else error.schema.get("description")
+    return f"{message} ({about})" if about else message
+
+
+@functools.cache
+def _schema_validator() -> Draft202012Validator:
+    return Draft202012Validator(result_schema())
+
+
+def _check_schema(d: Any) -> None:
+    """The document against :func:`result_schema`: structure, types, required keys,
+    enums and ranges. Numbers must be finite first (JSON has no NaN or infinity)."""
+    found = first_non_finite(d)
+    if found is not None:
+        where, _, value = found.rpartition(" = ")
+        _fail(where or "top", f"not a finite number ({value})")
+    error = best_match(_schema_validator().iter_errors(d))
+    if error is not None:
+        _fail(_where(error.absolute_path), _schema_message(error))
+
+
+def _canonical(expr: str, where: str) -> Expression:
     try:
         e = parse(expr)
     except ExpressionError as exc:
@@ -181,18 +253,7 @@ def _canonical(expr: Any, where: str):
 
 
 def _validate_best(best: dict, n: int) -> None:
-    _check_keys(best, _BEST_KEYS, "best")
     e = _canonical(best["expression"], "best.expression")
-    for key in ("log_likelihood", "bic", "noise_variance"):
-        _check(_is_num(best[key]), f"best.{key}", f"expected a finite number, got {best[key]!r}")
-    _check(best["noise_variance"] > 0, "best.noise_variance", "must be positive")
-    kind = best["log_likelihood_kind"]
-    _check(
-        kind == "exact" or isinstance(kind, str) and kind.endswith("lower bound"),
-        "best.log_likelihood_kind",
-        f"expected 'exact' or '<approximation> lower bound', got {kind!r}",
-    )
-    _check(_is_int(best["n_params"]), "best.n_params", "expected an integer")
     _check(
         best["n_params"] == e.n_params,
         "best.n_params",
@@ -205,7 +266,6 @@ def _validate_best(best: dict, n: int) -> None:
         f"{best['bic']} != log_likelihood - k/2 ln N = {expected}",
     )
     terms = best["terms"]
-    _check(isinstance(terms, list), "best.terms", "expected a list")
     _check(
         len(terms) == len(e.terms),
         "best.terms",
@@ -215,85 +275,51 @@ def _validate_best(best: dict, n: int) -> None:
     for i, (term, expanded) in enumerate(zip(terms, e.terms)):
         where = f"best.terms[{i}]"
         names = tuple(factor_kernel(f) for f in expanded)
-        _check_keys(term, ("variance", "factors"), where)
-        _check(_is_num(term["variance"]) and term["variance"] >= 0, where, "bad variance")
         factors = term["factors"]
-        _check(isinstance(factors, list), f"{where}.factors", "expected a list")
-        got = tuple(f.get("kernel") if isinstance(f, dict) else None for f in factors)
+        got = tuple(f["kernel"] for f in factors)
         _check(got == names, f"{where}.factors", f"kernels {got} but canonical order is {names}")
-        for j, (f, name) in enumerate(zip(factors, names)):
-            fw = f"{where}.factors[{j}]"
-            shape = factor_shape_params(name)
-            _check_keys(f, ("kernel", *shape), fw)
-            for p in shape:
-                _check(_is_num(f[p]), f"{fw}.{p}", f"expected a finite number, got {f[p]!r}")
-                if p not in ("offset", "location", "start", "end"):
-                    _check(f[p] > 0, f"{fw}.{p}", "must be positive")
-            if (g := factor_group(expanded[j])) is not None:
-                first, values = tied.setdefault(g, (fw, {p: f[p] for p in shape}))
-                _check(
-                    all(f[p] == values[p] for p in shape),
-                    fw,
-                    f"change parameters differ from {first} (one change operator, tied values)",
-                )
+        for j, f in enumerate(factors):
+            if (g := factor_group(expanded[j])) is None:
+                continue
+            shape = factor_shape_params(names[j])
+            first, values = tied.setdefault(g, (f"{where}.factors[{j}]", {p: f[p] for p in shape}))
+            _check(
+                all(f[p] == values[p] for p in shape),
+                f"{where}.factors[{j}]",
+                f"change parameters differ from {first} (one change operator, tied values)",
+            )
 
 
 def validate_result_json(d: dict) -> None:
-    """Check a result.json document against DESIGN.md; ``ValueError`` names the first violation.
+    """Check a result.json document; ``ValueError`` names the first violation.
 
-    Checked: exact keys of every block; types; ``search.evaluations == len(history)``;
-    history indices are exactly 1..n in order, expressions canonical and distinct,
-    ``seconds`` non-negative (or null when the timing was not finite),
-    ``n_params`` equal to the expression's k; ``ok`` entries have finite bic and
-    log-likelihood and a null error; failed entries have a null bic and an error
-    string; ``best.bic`` is the maximum ok BIC of the history (within 1e-9) and
-    equals ``log_likelihood - k/2 ln N``; ``best.terms`` follow the canonical term
-    order and, inside, the canonical factor order, each factor with exactly its
-    kernel's shape parameters; the optional test block.
+    First against the JSON Schema (:func:`result_schema`, after a check that every
+    number is finite): the keys of every block, types, ``status`` ``"ok"`` or
+    ``"failed"``, an ok entry with a number for bic and log-likelihood and a null error,
+    a failed entry with a null bic and an error string, positive shape parameters and
+    variances, each factor with exactly its kernel's shape parameters. Then what JSON
+    Schema cannot express: ``search.evaluations == len(history)`` within the budget;
+    history indices exactly 1..n in order, expressions canonical and distinct,
+    ``n_params`` equal to the expression's k; ``search.searched_on.indices`` its ``n``
+    increasing positions inside the data; ``best`` null only when no entry is ok, else
+    its BIC the maximum ok BIC of the history (within 1e-9; after a search on a
+    subsample, its expression the history's best one) and equal to
+    ``log_likelihood - k/2 ln N``; ``best.terms`` in the canonical term order and,
+    inside, the canonical factor order, with one value per change operator's parameter
+    (tied across its factors). Conventions: docs/conventions.md.
     """
-    _check_keys(d, _TOP_KEYS + (("test",) if isinstance(d, dict) and "test" in d else ()), "top")
-    _check(isinstance(d["prolas_version"], str), "prolas_version", "expected a string")
-
-    data = d["data"]
-    _check_keys(data, _DATA_KEYS, "data")
-    for key in ("path", "x_column", "y_column"):
-        _check(isinstance(data[key], str), f"data.{key}", "expected a string")
-    _check(_is_int(data["n"]) and data["n"] >= 1, "data.n", "expected a positive integer")
-    _check(_is_num(data["y_mean"]), "data.y_mean", "expected a finite number")
-    _check(_is_num(data["y_std"]) and data["y_std"] > 0, "data.y_std", "expected a positive number")
-
-    search = d["search"]
-    _check_keys(search, _SEARCH_KEYS, "search")
-    _check(isinstance(search["method"], str), "search.method", "expected a string")
-    _check(_is_int(search["seed"]), "search.seed", "expected an integer")
-    _check(_is_int(search["budget"]) and search["budget"] >= 1, "search.budget", "expected >= 1")
-    _check(_is_int(search["evaluations"]), "search.evaluations", "expected an integer")
-    _check(
-        _is_num(search["wall_seconds"]) and search["wall_seconds"] >= 0,
-        "search.wall_seconds",
-        "expected a non-negative number",
-    )
-    _check(
-        search["checkpoint"] is None or isinstance(search["checkpoint"], str),
-        "search.checkpoint",
-        "expected a string or null",
-    )
+    _check_schema(d)
+    data, search, history = d["data"], d["search"], d["history"]
     sub = search["searched_on"]
     if sub is not None:
-        _check_keys(sub, ("n", "rule", "indices"), "search.searched_on")
         idx = sub["indices"]
         _check(
-            isinstance(idx, list)
-            and all(_is_int(i) for i in idx)
-            and len(idx) == sub["n"]
-            and all(0 <= i < data["n"] for i in idx)
+            len(idx) == sub["n"]
+            and all(i < data["n"] for i in idx)
             and all(a < b for a, b in zip(idx, idx[1:])),
             "search.searched_on.indices",
             f"expected {sub['n']} increasing positions in 0..{data['n'] - 1}",
         )
-
-    history = d["history"]
-    _check(isinstance(history, list), "history", "expected a list")
     _check(
         search["evaluations"] == len(history),
         "search.evaluations",
@@ -308,59 +334,33 @@ def validate_result_json(d: dict) -> None:
     best_ok = -math.inf
     for i, h in enumerate(history):
         where = f"history[{i}]"
-        _check_keys(h, HISTORY_KEYS, where)
-        _check(_is_int(h["index"]) and h["index"] == i + 1, f"{where}.index", "not 1..n in order")
+        _check(h["index"] == i + 1, f"{where}.index", "not 1..n in order")
         e = _canonical(h["expression"], f"{where}.expression")
         _check(h["expression"] not in seen, f"{where}.expression", "repeated expression")
         seen.add(h["expression"])
         _check(
-            _is_int(h["n_params"]) and h["n_params"] == e.n_params,
+            h["n_params"] == e.n_params,
             f"{where}.n_params",
             f"{h['n_params']!r} but k = {e.n_params}",
         )
-        sec = h["seconds"]
-        _check(sec is None or _is_num(sec) and sec >= 0, f"{where}.seconds", "bad seconds")
         if h["status"] == "ok":
-            _check(_is_num(h["bic"]), f"{where}.bic", "an ok entry needs a finite bic")
-            _check(_is_num(h["log_likelihood"]), f"{where}.log_likelihood", "needs a number")
-            _check(h["error"] is None, f"{where}.error", "an ok entry has error null")
             best_ok = max(best_ok, h["bic"])
-        elif h["status"] == "failed":
-            _check(h["bic"] is None, f"{where}.bic", "a failed entry must have bic null")
-            _check(
-                isinstance(h["error"], str) and h["error"].strip() != "",
-                f"{where}.error",
-                "a failed entry needs an error string",
-            )
-        else:
-            _fail(f"{where}.status", f"expected 'ok' or 'failed', got {h['status']!r}")
 
     best = d["best"]
     if best is None:
         _check(best_ok == -math.inf, "best", "null although the history has ok entries")
-    else:
-        _validate_best(best, data["n"])
-        if sub is None:
-            _check(
-                abs(best["bic"] - best_ok) <= 1e-9 * max(1.0, abs(best_ok)),
-                "best.bic",
-                f"{best['bic']} is not the best ok BIC of the history ({best_ok})",
-            )
-        else:  # the history scores the subsample; best is the refit on all points
-            winners = {
-                h["expression"] for h in history if h["status"] == "ok" and h["bic"] == best_ok
-            }
-            _check(
-                best["expression"] in winners,
-                "best.expression",
-                "is not the expression of the history's best ok BIC",
-            )
-
-    if "test" in d:
-        test = d["test"]
-        _check_keys(test, _TEST_KEYS, "test")
-        _check(isinstance(test["path"], str), "test.path", "expected a string")
-        _check(_is_int(test["n"]) and test["n"] >= 1, "test.n", "expected a positive integer")
-        _check(_is_num(test["rmse"]) and test["rmse"] >= 0, "test.rmse", "expected >= 0")
-        mlpd = test["mean_log_predictive_density"]
-        _check(mlpd is None or _is_num(mlpd), "test.mean_log_predictive_density", "bad value")
+        return
+    _validate_best(best, data["n"])
+    if sub is None:
+        _check(
+            abs(best["bic"] - best_ok) <= 1e-9 * max(1.0, abs(best_ok)),
+            "best.bic",
+            f"{best['bic']} is not the best ok BIC of the history ({best_ok})",
+        )
+    else:  # the history scores the subsample; best is the refit on all points
+        winners = {h["expression"] for h in history if h["status"] == "ok" and h["bic"] == best_ok}
+        _check(
+            best["expression"] in winners,
+            "best.expression",
+            "is not the expression of the history's best ok BIC",
+        )

@@ -18,7 +18,7 @@ builds the executor; there is no home-made scheduler:
   prolas[dask]``) imported only here and only when asked for.
 
 Threads. Each worker pins torch (and OpenMP/MKL) to its share of the cores,
-``max(1, cores // workers)``, so N workers never oversubscribe the machine (DESIGN.md:
+``max(1, cores // workers)``, so N workers never oversubscribe the machine (measured:
 at small N one thread is as fast as two, and two busy two-thread processes on two
 cores slowed a Cholesky 300-fold). Workers ignore SIGINT: Ctrl-C reaches the main
 process, which writes the partial result and shuts the workers down.

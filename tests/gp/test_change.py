@@ -1,6 +1,6 @@
-"""Change-points, change-windows and the constant kernel (DESIGN.md, "Change-points").
+"""Change-points, change-windows and the constant kernel (docs/conventions.md).
 
-Laws: the Gram matrices equal a numpy transcription of the DESIGN formulas and are PSD;
+Laws: the Gram matrices equal a numpy transcription of the convention formulas and are PSD;
 a change-point far before (after) the data leaves only B (A); the analytic gradient
 matches finite differences; parse/print/canonical round trips; k counts shared shape
 parameters once; CKS with the change rules finds a planted change-point.
@@ -24,7 +24,7 @@ from prolas.report import validate_result_json
 from prolas.search.evaluator import Evaluator
 from prolas.search.greedy import expand, search_cks
 
-# --- a numpy transcription of the DESIGN formulas -----------------------------------
+# --- a numpy transcription of the formulas in docs/conventions.md --------------------
 
 
 def _sigmoid(x: np.ndarray, loc: float, width: float) -> np.ndarray:
@@ -147,7 +147,7 @@ def test_change_point_far_before_the_data_is_B_and_far_after_is_A() -> None:
     xt = torch.tensor(x, dtype=torch.float64).reshape(-1, 1)
 
     def cp(location: float) -> tuple[np.ndarray, np.ndarray]:
-        """K of CP(SE, LIN) at ``location``: numpy DESIGN formulas, GPyTorch modules."""
+        """K of CP(SE, LIN) at ``location``: numpy convention formulas, GPyTorch modules."""
         change = {"location": location, "width": 0.5}
         terms = [
             {"variance": 1.0, "factors": [{"kernel": "CP_BEFORE", **change}, se]},
@@ -386,7 +386,7 @@ def test_a_window_the_data_never_see_close_stays_open_in_forecasts() -> None:
     assert abs(window["start"] - 1970.0) < 0.02 * ds.span
     # the optimiser cannot place the end (the data never see it): it is held off
     assert window["end"] >= ds.x[-1] + HELD_SPANS * ds.span
-    # the written terms still give the reported log-likelihood (DESIGN formulas)
+    # the written terms still give the reported log-likelihood (docs/conventions.md formulas)
     best = fit.to_json()
     K = _numpy_covariance(best, ds.x) + best["noise_variance"] * np.eye(ds.n)
     L = np.linalg.cholesky(K)

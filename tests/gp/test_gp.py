@@ -25,7 +25,7 @@ from prolas.gp import (
 from prolas.grammar import Grammar
 
 
-# --- independent numpy reference (DESIGN.md formulas) -----------------------------------
+# --- independent numpy reference (docs/conventions.md formulas) -------------------------
 def np_base(name: str, p: dict, x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
     d = x1[:, None] - x2[None, :]
     if name == "SE":
@@ -141,12 +141,12 @@ def test_bic_formula() -> None:
 
 @pytest.mark.parametrize(("expr", "reference"), [("SE", -27.55), ("LIN + PER*SE", 87.99)])
 def test_reaches_reference_log_likelihood_on_airline(airline, expr, reference) -> None:
-    """DESIGN.md reference values from an independent fitter (±0.5 nats, or better)."""
+    """Reference values of docs/conventions.md from an independent fitter (±0.5 nats, or better)."""
     fit = fit_gp(expr, airline)
     assert fit.log_likelihood >= reference - 0.5
 
 
-DESIGN_REFERENCES = {
+REFERENCE_LOG_LIKELIHOODS = {
     "SE": -27.55,
     "LIN": -69.83,
     "PER": -71.91,
@@ -157,10 +157,10 @@ DESIGN_REFERENCES = {
 }
 
 
-@pytest.mark.parametrize(("expr", "reference"), list(DESIGN_REFERENCES.items()))
+@pytest.mark.parametrize(("expr", "reference"), list(REFERENCE_LOG_LIKELIHOODS.items()))
 def test_all_design_references_with_twenty_restarts(airline, expr, reference) -> None:
     """The reference fitter used 20 restarts; so do we (polishing the best 5): every
-    DESIGN.md reference log-likelihood is reached within 0.5 nats, or exceeded."""
+    reference log-likelihood of docs/conventions.md is reached within 0.5 nats, or exceeded."""
     fit = fit_gp(expr, airline, FitConfig(restarts=20, keep=5))
     assert fit.ok and fit.log_likelihood >= reference - 0.5
 

@@ -156,7 +156,7 @@ def test_validator_rejects_broken_documents(search, name, change, expected):
 
 
 def numpy_kernel(name: str, p: dict, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """DESIGN.md kernel formulas, written independently of prolas.gp.kernels."""
+    """Kernel formulas of docs/conventions.md, written independently of prolas.gp.kernels."""
     d = a[:, None] - b[None, :]
     if name == "SE":
         return np.exp(-(d**2) / (2 * p["lengthscale"] ** 2))
