@@ -31,6 +31,7 @@ from prolas.expr import parse  # noqa: E402
 from prolas.gp import FitConfig, fit_gp  # noqa: E402
 from prolas.gp import fit as gp  # noqa: E402
 from prolas.gp.gram import GramModel, linalg_seconds  # noqa: E402
+from prolas.gp.starts import initial_thetas  # noqa: E402
 from prolas.pipeline import run_search  # noqa: E402
 from prolas.search.config import SearchConfig  # noqa: E402
 
@@ -65,7 +66,7 @@ def restart_strategies(ds, expr_text: str, R: int) -> dict:
     prolas_s = time.perf_counter() - start
     model = GramModel(expr, t, floor_t)
     key = int.from_bytes(str(expr).encode(), "little") % (2**32)
-    thetas = gp._initial_thetas(model, y, floor_t, np.random.default_rng([cfg.seed, key]), R)
+    thetas = initial_thetas(model, y, floor_t, np.random.default_rng([cfg.seed, key]), R)
     start = time.perf_counter()
     with threadpool_limits(limits=1, user_api="blas"):
         lls = [gp._minimise(model, th, y, 1000, cfg.tolerance)[1] for th in thetas]
