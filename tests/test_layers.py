@@ -19,7 +19,10 @@ PACKAGE = ROOT / "prolas"
 #: Bottom to top. A name is a module or a package (then all of its modules).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("prolas._version", "prolas.errors", "prolas.limits", "prolas.threads")),
-    ("records, data, expressions", ("prolas.records", "prolas.data", "prolas.expr")),
+    (
+        "records, data, expressions",
+        ("prolas.records", "prolas.csv_dialect", "prolas.data", "prolas.expr"),
+    ),
     ("grammar, encoding, KG-VAE", ("prolas.grammar", "prolas.encoding", "prolas.vae")),
     ("gp", ("prolas.gp",)),
     ("surrogates", ("prolas.surrogates",)),
