@@ -1,18 +1,19 @@
-"""How a CSV file is written: its column separator, decimal mark and thousands separator.
+"""How a CSV file is written: its column separator, decimal and thousands marks.
 
 Everyday files are not all comma-separated with decimal points: a spreadsheet in a
-country that writes ``1,5`` for one and a half saves ``date;sales`` / ``2020-01-01;1,5``,
-and databases export tab- or ``|``-separated text. :func:`sniff_dialect` reads the
-whole text and decides, or refuses with a one-line :class:`~prolas.errors.DataError`
-saying what it saw and what to do; it never guesses where the file leaves a choice open.
+country that writes ``1,5`` for one and a half saves ``date;sales`` /
+``2020-01-01;1,5``, and databases export tab- or ``|``-separated text.
+:func:`sniff_dialect` reads the whole text and decides, or refuses with a one-line
+:class:`~prolas.errors.DataError` saying what it saw and what to do; it never guesses
+where the file leaves a choice open.
 
 The separator. Each candidate, ``,`` ``;`` tab ``|``, splits the first
-:data:`SNIFF_LINES` lines into fields (quotes respected, blank lines skipped). A candidate *fits* when the header has at
-least two fields, no row has more fields than the header and most rows have exactly
-as many. One fitting candidate is the separator. When several fit (a header
-``date;sales, EUR`` splits on both), the one whose cells contain none of the other
-fitting candidates wins (under ``;``, a comma inside a number such as ``1,5`` is a
-decimal mark, not a separator); a tie is refused. When none fits:
+:data:`SNIFF_LINES` lines into fields (quotes respected, blank lines skipped). A
+candidate *fits* when the header has at least two fields, no row has more fields than
+the header and most rows have exactly as many. One fitting candidate is the separator.
+When several fit (a header ``date;sales, EUR`` splits on both), the one whose cells
+contain none of the other fitting candidates wins (under ``;``, a comma inside a number
+such as ``1,5`` is a decimal mark, not a separator); a tie is refused. When none fits:
 
 * a header with two or more fields (ragged rows): that separator, and the CSV reader
   names the first bad line, as for any malformed file;
@@ -38,13 +39,13 @@ cell                read as                    evidence
 ``12`` ``2020-01``  integer, date, text        none
 ==================  =========================  =================================
 
-Evidence for both marks is refused (a file that mixes ``1.5`` and ``2,5``); evidence
-for one decides it, and a single group is then read consistently with it: in a
-decimal-comma file ``1,500`` is 1.5 and ``1.500`` is 1500 (the dot can only group
-thousands there), in a decimal-point file the other way round. With no evidence, a
-``1,500`` or ``1.500`` is refused as ambiguous; otherwise the decimal mark is ``.``. Every cell of the file counts, so a
-thousands separator ``.`` is never applied to a file holding a decimal point further
-down (the CSV reader would read ``1.5`` as 15).
+Evidence for both marks is refused (a file that mixes ``1.5`` and ``2,5``); evidence for
+one decides it, and a single group is then read consistently with it: in a decimal-comma
+file ``1,500`` is 1.5 and ``1.500`` is 1500 (the dot can only group thousands there), in
+a decimal-point file the other way round. With no evidence, a ``1,500`` or ``1.500`` is
+refused as ambiguous; otherwise the decimal mark is ``.``. Every cell of the file
+counts, so a thousands separator ``.`` is never applied to a file holding a decimal
+point further down (the CSV reader would read ``1.5`` as 15).
 
 >>> sniff_dialect("date;sales\\n2020-01-01;1,5\\n2020-02-01;2,25\\n", "d.csv")
 CsvDialect(delimiter=';', decimal=',', thousands=None)

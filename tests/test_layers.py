@@ -21,7 +21,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("prolas._version", "prolas.errors", "prolas.limits", "prolas.threads")),
     (
         "records, data, expressions",
-        ("prolas.records", "prolas.csv_dialect", "prolas.data", "prolas.expr"),
+        (
+            "prolas.records",
+            "prolas.csv_dialect",
+            "prolas.calendar_steps",
+            "prolas.data",
+            "prolas.expr",
+        ),
     ),
     ("grammar, encoding, KG-VAE", ("prolas.grammar", "prolas.encoding", "prolas.vae")),
     ("gp", ("prolas.gp",)),
