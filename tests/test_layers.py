@@ -18,7 +18,16 @@ PACKAGE = ROOT / "prolas"
 
 #: Bottom to top. A name is a module or a package (then all of its modules).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("prolas._version", "prolas.errors", "prolas.limits", "prolas.threads")),
+    (
+        "foundation",
+        (
+            "prolas._version",
+            "prolas.errors",
+            "prolas.limits",
+            "prolas.output_lock",
+            "prolas.threads",
+        ),
+    ),
     (
         "records, data, expressions",
         (
