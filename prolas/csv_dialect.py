@@ -24,6 +24,9 @@ such as ``1,5`` is a decimal mark, not a separator); a tie is refused. When none
 * a header with fewer fields than every row (the CSV reader would silently turn the
   first values into a row index): refused.
 
+A row one field longer than the header whose last field is blank ends with a trailing
+separator (``x,y`` / ``1,2,``): it counts as the header's length and is read so.
+
 The number format. With ``,`` as separator the decimal mark is ``.`` (an unquoted
 decimal comma cannot occur). With another separator every cell that is a number with
 a ``,`` or ``.`` in it is evidence:
@@ -110,10 +113,19 @@ class CsvDialect:
     delimiter: str = ","
     decimal: str = "."
     thousands: str | None = None
+    #: rows end with a separator the header lacks (``x,y`` / ``1,2,``)
+    trailing_separator: bool = False
 
-    def read_csv_options(self) -> dict[str, str | None]:
+    def read_csv_options(self) -> dict[str, object]:
         """Keyword arguments of :func:`pandas.read_csv` for this dialect."""
-        return {"sep": self.delimiter, "decimal": self.decimal, "thousands": self.thousands}
+        options: dict[str, object] = {
+            "sep": self.delimiter,
+            "decimal": self.decimal,
+            "thousands": self.thousands,
+        }
+        if self.trailing_separator:  # else pandas makes the first column a row index
+            options["index_col"] = False
+        return options
 
 
 def _name(delimiter: str) -> str:
@@ -161,9 +173,17 @@ class _Split:
     def header_fields(self) -> int:
         return len(self.records[0])
 
+    def _trailing(self, record: list[str]) -> bool:
+        return len(record) == len(self.records[0]) + 1 and not record[-1].strip()
+
     @property
     def row_fields(self) -> list[int]:
-        return [len(r) for r in self.records[1:]]
+        """Fields of each row; a trailing separator (an extra blank last field) not counted."""
+        return [len(r) - self._trailing(r) for r in self.records[1:]]
+
+    @property
+    def trailing_separator(self) -> bool:
+        return any(self._trailing(r) for r in self.records[1:])
 
     def fits(self) -> bool:
         """Header of 2+ fields, no row longer, most rows exactly as long."""
@@ -223,17 +243,13 @@ def sniff_dialect(text: str, source: str) -> CsvDialect:
     fitting = [s for s in splits.values() if s.fits()]
     if len(fitting) > 1:
         fitting = _cleanest(fitting, source)
-    if fitting:
-        delimiter = fitting[0].delimiter
-    else:
-        chosen = _without_fit(splits, source)
-        if chosen is None:
-            return _single_column(text, splits, source)
-        delimiter = chosen.delimiter
-    if delimiter == ",":
-        return CsvDialect()
-    decimal, thousands = _number_format(text, delimiter, source)
-    return CsvDialect(delimiter, decimal, thousands)
+    chosen = fitting[0] if fitting else _without_fit(splits, source)
+    if chosen is None:
+        return _single_column(text, splits, source)
+    if chosen.delimiter == ",":
+        return CsvDialect(trailing_separator=chosen.trailing_separator)
+    decimal, thousands = _number_format(text, chosen.delimiter, source)
+    return CsvDialect(chosen.delimiter, decimal, thousands, chosen.trailing_separator)
 
 
 def _number_kind(cell: str) -> str | None:
@@ -303,7 +319,8 @@ def _single_column(text: str, splits: dict[str, _Split], source: str) -> CsvDial
     numbers with a decimal comma; any other split rows are refused."""
     split_rows = {d: [c for c in s.row_fields if c > 1] for d, s in splits.items()}
     if not any(split_rows.values()):
-        return CsvDialect()
+        ends = [s.delimiter for s in splits.values() if s.trailing_separator]
+        return CsvDialect(ends[0], trailing_separator=True) if ends else CsvDialect()
     if not any(split_rows[d] for d in DELIMITERS[1:]):
         comma = splits[","]
         lines = [_text_of(comma, i).strip() for i in range(1, len(comma.records))]

@@ -131,6 +131,21 @@ def test_a_header_shorter_than_every_row_is_refused(tmp_path) -> None:
     assert "header names 2 columns" in msg and "3 values" in msg
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x,y\n1,2,\n3,4,\n5,6,\n7,1,\n9,3,\n",  # pandas would index by x and read y as NaN
+        "x,y\n1,2,\n3,4\n5,6,\n7,1\n9,3,\n",  # on some rows only
+        "x;y\n1;2;\n3;4;\n5;6;\n7;1;\n9;3;\n",
+    ],
+)
+def test_a_trailing_separator_is_not_a_column(tmp_path, text) -> None:
+    ds = load_csv(write(tmp_path, text))
+    assert (ds.x_column, ds.y_column) == ("x", "y")
+    np.testing.assert_array_equal(ds.x, [1, 3, 5, 7, 9])
+    np.testing.assert_array_equal(ds.y, [2, 4, 6, 1, 3])
+
+
 def test_one_column_of_decimal_commas_loads(tmp_path) -> None:
     ds = load_csv(write(tmp_path, "level\n1,5\n2,25\n3\n0,5\n4,75\n"))
     assert ds.y_column == "level" and ds.x_column == "index"
