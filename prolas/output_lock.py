@@ -77,7 +77,10 @@ def _holder(path: Path) -> str:
 def _acquire(path: Path, command: str) -> int:
     """An open descriptor of ``path`` holding its lock; refused when held elsewhere."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ProlasError(f"cannot write to {path.parent} ({exc.strerror})") from None
         if not _try_lock(fd):
             os.close(fd)
             raise OutputBusyError(
@@ -117,7 +120,10 @@ def hold_output_dir(out: Path, command: str) -> Iterator[Path]:
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"--out {out} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ProlasError(f"cannot create --out {out} ({exc.strerror})") from None
     path = out / LOCK_NAME
     fd = _acquire(path, command)
     try:

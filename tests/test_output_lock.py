@@ -21,7 +21,7 @@ import pytest
 from conftest import QUICK_CKS, ROOT
 
 from prolas.cli import main
-from prolas.errors import OutputExistsError
+from prolas.errors import OutputExistsError, ProlasError
 from prolas.output_lock import LOCK_NAME, OutputBusyError, claim_output_dir, hold_output_dir
 
 AIRLINE_TRAIN = str(ROOT / "data" / "airline_train.csv")
@@ -108,6 +108,9 @@ def test_the_lock_is_per_directory_and_released_on_errors(tmp_path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(OutputExistsError, match="not a directory"):
         with hold_output_dir(tmp_path / "file", "x"):
+            pass
+    with pytest.raises(ProlasError, match="cannot create --out"):  # a one-line error
+        with hold_output_dir(tmp_path / "file" / "sub", "x"):
             pass
 
 
