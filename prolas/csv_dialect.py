@@ -51,7 +51,7 @@ counts, so a thousands separator ``.`` is never applied to a file holding a deci
 point further down (the CSV reader would read ``1.5`` as 15).
 
 >>> sniff_dialect("date;sales\\n2020-01-01;1,5\\n2020-02-01;2,25\\n", "d.csv")
-CsvDialect(delimiter=';', decimal=',', thousands=None)
+CsvDialect(delimiter=';', decimal=',', thousands=None, trailing_separator=False)
 """
 
 from __future__ import annotations
