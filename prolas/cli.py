@@ -448,6 +448,7 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from prolas import bench
+    from prolas.output_lock import hold_output_dir
 
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     if args.performance:
@@ -455,17 +456,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
             _int_list(args.sizes, "--sizes"),
             _int_list(args.pipeline_sizes, "--pipeline-sizes"),
         )
-        path = bench.run_performance(
-            args.out,
-            sizes=sizes,
-            pipeline_sizes=pipeline_sizes,
-            pipeline_budget=args.pipeline_budget,
-            restarts=args.restarts,
-            search_budget=args.budget,
-            data=str(Path(args.data_dir) / "airline.csv"),
-            progress=not args.quiet,
-            log=say,
-        )
+        with hold_output_dir(Path(args.out), "prolas bench --performance"):
+            path = bench.run_performance(
+                args.out,
+                sizes=sizes,
+                pipeline_sizes=pipeline_sizes,
+                pipeline_budget=args.pipeline_budget,
+                restarts=args.restarts,
+                search_budget=args.budget,
+                data=str(Path(args.data_dir) / "airline.csv"),
+                progress=not args.quiet,
+                log=say,
+            )
         print(f"wrote {path}")
         return 0
     config = bench.BenchConfig(
@@ -484,7 +486,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         warm_fits=args.warm_fits,
     )
     runner = bench.run_extrapolation if args.extrapolation else bench.run_bench
-    res = runner(config, args.out, resume=args.resume, progress=not args.quiet, log=say)
+    with hold_output_dir(Path(args.out), f"prolas bench --out {args.out}"):
+        res = runner(config, args.out, resume=args.resume, progress=not args.quiet, log=say)
     say(
         f"bench: {res.cells_run} cells run, {res.cells_skipped} skipped (done before), "
         f"{res.new_fits} new GP fits"
@@ -576,41 +579,32 @@ def cmd_compare(args: argparse.Namespace) -> int:
     dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
-    res = run_compare(
-        dataset,
-        methods,
-        seeds=args.seeds,
-        budget=args.budget,
-        out=args.out,
-        restarts=args.restarts,
-        checkpoint=args.checkpoint,
-        grammar=args.grammar,
-        batch=args.batch,
-        cache_path=args.cache,
-        progress=not args.quiet,
-        log=say,
-    )
+    from prolas.output_lock import hold_output_dir
+
+    with hold_output_dir(Path(args.out), f"prolas compare {args.data}"):
+        res = run_compare(
+            dataset,
+            methods,
+            seeds=args.seeds,
+            budget=args.budget,
+            out=args.out,
+            restarts=args.restarts,
+            checkpoint=args.checkpoint,
+            grammar=args.grammar,
+            batch=args.batch,
+            cache_path=args.cache,
+            progress=not args.quiet,
+            log=say,
+        )
     if not args.quiet:
         print((Path(args.out) / "summary.md").read_text(), file=sys.stderr)
     print("wrote " + ", ".join(str(f) for f in res.files))
     return 0
 
 
-def _prepare_out_dir(out: Path, force: bool) -> None:
-    """Refuse to overwrite an earlier result unless --force; never delete other files."""
-    if out.exists() and not out.is_dir():
-        raise OutputExistsError(f"--out {out} exists and is not a directory")
-    if (out / "result.json").exists() and not force:
-        raise OutputExistsError(
-            f"{out} already holds a result (result.json); use --force to replace it or "
-            "choose another --out"
-        )
-    out.mkdir(parents=True, exist_ok=True)
-
-
 def cmd_fit(args: argparse.Namespace) -> int:
     from prolas.data import load_csv
-    from prolas.pipeline import run_search
+    from prolas.output_lock import claim_output_dir
     from prolas.search.config import SearchConfig
 
     _forecast_settings(args)  # before anything is read or written
@@ -644,15 +638,20 @@ def cmd_fit(args: argparse.Namespace) -> int:
     )
     # after every check of the arguments: a rejected command leaves no output directory
     out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
-    if not args.resume:  # resuming continues a run in --out: its partial result.json is ours
-        _prepare_out_dir(out, args.force)
+    # one run at a time writes --out (its journal and result), from here to the last file
+    with claim_output_dir(out, f"prolas fit {args.data}", force=args.force, resume=args.resume):
+        return _search_into(out, args, dataset, test_ds, config)
+
+
+def _search_into(out: Path, args: argparse.Namespace, dataset, test_ds, config) -> int:
+    """``prolas fit`` in the claimed output directory: the search, its journal, outputs."""
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     say(
         f"prolas: {dataset.n} points from {dataset.path} (x={dataset.x_column!r}, "
         f"y={dataset.y_column!r}); search={config.method}, budget={config.budget}, "
         f"restarts={config.restarts}, seed={config.seed}"
     )
-    from prolas.pipeline import make_evaluator
+    from prolas.pipeline import make_evaluator, run_search
     from prolas.search.config import search_data
     from prolas.search.executors import default_workers, make_executor
     from prolas.search.journal import open_journal

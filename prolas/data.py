@@ -3,6 +3,10 @@
 Conventions (docs/conventions.md): inputs are 1-D in the data's own units; y is standardised
 before fitting, ``y' = (y - mean) / std`` with ``ddof = 0``.
 
+Reading: the column separator (``,`` ``;`` tab ``|``), the decimal mark and a thousands
+separator come from the file itself (:mod:`prolas.csv_dialect`); what the file leaves
+open is refused, never guessed.
+
 Column choice when ``x``/``y`` are not named: a column literally named ``y`` is y and
 one literally named ``x`` is x (each is used or rejected, never skipped for another
 column); otherwise the first two numeric columns; a single numeric column is y with
@@ -32,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from prolas.csv_dialect import read_text, sniff_dialect
 from prolas.errors import DataError
 
 __all__ = [
@@ -392,8 +397,14 @@ def load_csv(
 ) -> Dataset:
     """Load a CSV file into a :class:`Dataset`.
 
+    The column separator (``,`` ``;`` tab ``|``), the decimal mark and a thousands
+    separator are read from the file (:func:`prolas.csv_dialect.sniff_dialect`), so
+    ``date;sales`` / ``2020-01-01;1,5`` loads dates as x and 1.5 as y; a file that leaves
+    them open, or whose header does not name its rows' columns, is refused.
+
     Args:
-        path: CSV file with a header row.
+        path: CSV file with a header row (``.gz``, ``.bz2``, ``.xz``, ``.zip`` are
+            decompressed).
         x, y: column names; by default the columns named ``x`` and ``y`` if present,
             else the first two numeric (or date) columns, or a single column as y
             with ``x = 0..N-1``. A chosen column that is not numeric is an error
@@ -402,7 +413,9 @@ def load_csv(
             of failing.
 
     Raises:
-        DataError: missing/unreadable file, absent column (lists those present), no
+        DataError: missing/unreadable file, a separator or decimal mark that cannot be
+            told, a header that does not name the rows' columns, absent column (lists
+            those present), no
             numeric column, a chosen column that is not numeric, NaN/inf values,
             values beyond :data:`MAX_MAGNITUDE`, fewer than 5 points, constant y.
     """
@@ -411,8 +424,10 @@ def load_csv(
         raise DataError(f"{p}: file not found")
     if p.is_dir():
         raise DataError(f"{p}: is a directory, expected a CSV file")
+    text = read_text(p)
+    dialect = sniff_dialect(text, str(p))
     try:
-        df = pd.read_csv(p)
+        df = pd.read_csv(p, **dialect.read_csv_options())
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"{p}: cannot read as CSV ({msg})") from None

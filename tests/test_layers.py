@@ -18,10 +18,26 @@ PACKAGE = ROOT / "prolas"
 
 #: Bottom to top. A name is a module or a package (then all of its modules).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("prolas._version", "prolas.errors", "prolas.limits", "prolas.threads")),
+    (
+        "foundation",
+        (
+            "prolas._version",
+            "prolas.errors",
+            "prolas.limits",
+            "prolas.output_lock",
+            "prolas.threads",
+        ),
+    ),
     (
         "records, data, expressions",
-        ("prolas.records", "prolas.data", "prolas.expr", "prolas.nesting"),
+        (
+            "prolas.records",
+            "prolas.csv_dialect",
+            "prolas.calendar_steps",
+            "prolas.data",
+            "prolas.expr",
+            "prolas.nesting",
+        ),
     ),
     ("grammar, encoding, KG-VAE", ("prolas.grammar", "prolas.encoding", "prolas.vae")),
     ("gp", ("prolas.gp",)),

@@ -3,10 +3,11 @@
 The inputs. ``horizon=H`` forecasts H future steps after the last input, continuing
 the data's regular spacing: ``x_{n+h} = x_n + h Δ`` with Δ the median spacing of the
 distinct inputs (:attr:`Dataset.spacing`). When x came from dates
-(:attr:`Dataset.x_is_date`), the steps follow the calendar instead: a monthly,
-quarterly, yearly, weekly or daily series (``pandas.infer_freq``) continues on the
-first of the month, and so on; otherwise the median time step is added. Explicit
-inputs are given with ``x_new``.
+(:attr:`Dataset.x_is_date`), the steps follow the data's calendar instead
+(:func:`prolas.calendar_steps.continue_dates`): month starts continue as month starts,
+month ends, quarters, years, weeks, business days, days and hours likewise, inferred
+so that a missing point does not change the step; a series regular in no calendar
+unit gets its median time step. Explicit inputs are given with ``x_new``.
 
 One model (``method="best"``). A fitted model ``M`` (hyperparameters fixed) gives the
 Gaussian predictive of a new observation,
@@ -76,6 +77,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import logsumexp, ndtr, ndtri
 
+from prolas.calendar_steps import continue_dates
 from prolas.data import Dataset, decimal_years_to_timestamps, timestamps_to_decimal_years
 from prolas.errors import ProlasError
 from prolas.gp import FitResult, predict
@@ -216,26 +218,16 @@ def future_x(dataset: Dataset, horizon: int) -> tuple[np.ndarray, np.ndarray | p
     """The ``horizon`` inputs after the data's last one, continuing its spacing.
 
     Returns ``(x, x_display)``: x in x's units and, for a dated series, the dates
-    (see the module docstring: calendar steps when pandas recognises the frequency,
-    else the median time step); for a numeric series ``x_display`` is ``x`` and the
-    step is :attr:`Dataset.spacing`.
+    (:func:`prolas.calendar_steps.continue_dates`: exact calendar steps, e.g. month
+    starts, when the dates are regular in a calendar unit, else the median time step;
+    x is their decimal years); for a numeric series ``x_display`` is ``x`` and the step
+    is :attr:`Dataset.spacing`.
     """
     horizon = _check_horizon(horizon)
-    steps = np.arange(1, horizon + 1, dtype=np.float64)
     if not dataset.x_is_date:
-        x = dataset.x[-1] + dataset.spacing * steps
+        x = dataset.x[-1] + dataset.spacing * np.arange(1, horizon + 1, dtype=np.float64)
         return x, x
-    dates = pd.DatetimeIndex(dataset.x_dates.unique())
-    try:
-        freq = pd.infer_freq(dates)
-    except (TypeError, ValueError):
-        freq = None
-    if freq is not None:
-        future = pd.date_range(dates[-1], periods=horizon + 1, freq=freq)[1:]
-    else:
-        step = pd.Series(dates).diff().dropna().median()
-        future = pd.DatetimeIndex([dates[-1] + k * step for k in range(1, horizon + 1)])
-    future = pd.DatetimeIndex(future).as_unit("ns")
+    future = continue_dates(dataset.x_dates, horizon)
     return timestamps_to_decimal_years(pd.Series(future)), future
 
 

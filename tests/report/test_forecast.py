@@ -119,6 +119,43 @@ def test_future_x_continues_the_spacing(trend_season, tmp_path) -> None:
             future_x(trend_season, bad)
 
 
+def gap_month_csv(tmp_path, sep: str = ",", decimal: str = ".") -> Path:
+    """Month starts 2020-01 to 2020-08 with May's value missing (dropped by --dropna)."""
+    rows = [(f"2020-0{m}-01", "" if m == 5 else f"{m + (m % 3) / 4}") for m in range(1, 9)]
+    text = f"date{sep}sales\n" + "".join(f"{d}{sep}{v.replace('.', decimal)}\n" for d, v in rows)
+    path = tmp_path / "gap.csv"
+    path.write_text(text)
+    return path
+
+
+def test_future_dates_keep_month_starts_across_a_missing_month(tmp_path) -> None:
+    """The median step of the gap series is 31 days; the calendar step stays a month."""
+    with pytest.warns(UserWarning, match="dropped 1 row"):
+        ds = load_csv(gap_month_csv(tmp_path), dropna=True)
+    x, dates = future_x(ds, 3)
+    assert list(dates.strftime("%Y-%m-%d")) == ["2020-09-01", "2020-10-01", "2020-11-01"]
+    np.testing.assert_array_equal(x, timestamps_to_decimal_years(pd.Series(dates)))
+    fc = forecast(fit_gp("LIN", ds, restarts=1), ds, 3)
+    assert (fc.x_display == dates).all() and np.array_equal(fc.x, x)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sep", "decimal"), [(",", "."), (";", ",")])
+def test_cli_forecasts_month_starts_after_a_missing_month(tmp_path, capsys, sep, decimal) -> None:
+    """End to end, also for the ';'-separated decimal-comma file of the same series."""
+    out = tmp_path / "out"
+    data = str(gap_month_csv(tmp_path, sep, decimal))
+    argv = ["fit", data, *QUICK_CKS, "--dropna", "--horizon", "3", "--forecast", "best"]
+    code = main([*argv, "--out", str(out)])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    assert "7 points" in err and "x='date', y='sales'" in err
+    frame = pd.read_csv(out / "forecast.csv")
+    assert frame["x"].tolist() == ["2020-09-01", "2020-10-01", "2020-11-01"]
+    assert "3 steps, 2020-09-01 to 2020-11-01" in err
+    assert (out / "forecast.png").stat().st_size > 1000
+
+
 # --- the forecast ------------------------------------------------------------------------
 
 
