@@ -77,6 +77,9 @@ SUMMARY_COLUMNS = (
 
 _SPLITS = ("train", "test")
 
+#: A plain number as text (spelled out: a class like [\d.eE+-]+ also matches 2001-07-02).
+_NUMBER = r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
+
 
 @dataclass(frozen=True, eq=False)
 class LongSeries:
@@ -176,7 +179,7 @@ def _as_dates(values: pd.Series) -> np.ndarray | None:
     if pd.api.types.is_numeric_dtype(values):
         return None
     text = values.dropna().astype(str)
-    if text.empty or text.str.fullmatch(r"\s*[-+]?[\d.eE+-]*\s*").all():
+    if text.empty or text.str.fullmatch(_NUMBER).all():  # plain numbers are no dates
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -201,7 +201,8 @@ class ForecastBenchConfig:
             )
 
     def settings(self) -> dict:
-        return {**asdict(self), "forecast": DEFAULT_FORECAST}
+        # as bench.json stores them (lists, not tuples), so a resumed run compares equal
+        return json_clean({**asdict(self), "forecast": DEFAULT_FORECAST})
 
 
 @dataclass
