@@ -486,7 +486,10 @@ def cmd_fit_many(args: argparse.Namespace) -> int:
     from prolas.many import ManySettings, read_long, run_many
     from prolas.search.executors import available_cores
 
-    horizon, method, k = _forecast_settings(args)
+    # with --split, --forecast and --forecast-models also choose the test points' forecast
+    probe = vars(args) | {"horizon": args.horizon or ("1" if args.split else None)}
+    horizon, method, k = _forecast_settings(argparse.Namespace(**probe))
+    horizon = horizon if args.horizon is not None else None
     settings = ManySettings(
         _search_config(args), ForecastSettings(horizon, method, k), args.season_length
     )
