@@ -64,7 +64,8 @@ def add_bench_parser(sub) -> None:
         default=0,
         help="seed of every GP fit of the grid (default 0). All cells share one fit per "
         "expression, so a grid carries the luck of its fit seed: repeat it with other fit "
-        "seeds (and another --out) to see how much (benchmarks/results/nested_fits/)",
+        "seeds (and another --out) to see how much (benchmarks/results/nested_fits/); "
+        "with --forecast, prolas fit's --seed, which seeds its search and its fits",
     )
     b.add_argument(
         "--lengthscale-floor",
