@@ -143,7 +143,9 @@ def test_without_statsforecast_the_peers_are_skipped_in_one_line(tmp_path, monke
 
     monkeypatch.setattr(module, "peers_missing", lambda: "statsforecast is not installed (…)")
     lines = []
-    config = fb.ForecastBenchConfig("tsdl", methods=("snaive",), series=("airline",))
+    config = fb.ForecastBenchConfig(
+        "tsdl", methods=("snaive",), series=("airline",), data_dir=str(DATA)
+    )
     run = fb.run_forecast_bench(config, tmp_path / "out", progress=False, log=lines.append)
     assert run.skipped_peers in lines and "statsforecast is not installed" in run.skipped_peers
     assert run.table.empty
