@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,dask]'
+	$(BIN)/python -m pip install -q -e '.[dev,dask,bench]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -7,6 +7,7 @@ Public API::
     fit = fit_gp(parse("LIN*PER*SE + LIN*SE"), ds)
     result, best = search(ds, method="cks", budget=20)
     fc = forecast(best, ds, horizon=12)  # Forecast: x, mean, lower, upper (95 % band)
+    run = fit_many("long.csv", "series", "out/many", split="split", season_length=12)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from prolas.errors import ProlasError
 from prolas.expr import LIN, PER, RQ, SE, Expression, parse
 from prolas.gp import FitConfig, FitResult, decompose, fit_gp, predict
 from prolas.grammar import Grammar
+from prolas.many import fit_many
 from prolas.report.forecast import Forecast, forecast
 
 
@@ -52,6 +54,7 @@ __all__ = [
     "decompose",
     "extrapolation_split",
     "fit_gp",
+    "fit_many",
     "forecast",
     "load_csv",
     "parse",

@@ -12,6 +12,9 @@ import sys
 import warnings
 from pathlib import Path
 
+from prolas.cli_args import non_negative_int as _non_negative_int
+from prolas.cli_args import positive_int as _positive_int
+from prolas.cli_bench import add_bench_parser
 from prolas.errors import OutputExistsError, ProlasError
 from prolas.limits import (
     DEFAULT_CHECKPOINT,
@@ -46,25 +49,6 @@ OUTPUT_FILES = (
     "forecast.png",
     "forecast_check.csv",
 )
-
-
-def _int_at_least(text: str, lowest: int) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < lowest:
-        kind = "a positive integer" if lowest == 1 else f"an integer >= {lowest}"
-        raise argparse.ArgumentTypeError(f"expected {kind}, got {v}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    return _int_at_least(text, 1)
-
-
-def _non_negative_int(text: str) -> int:
-    return _int_at_least(text, 0)
 
 
 def _add_search_args(p: argparse.ArgumentParser) -> None:
@@ -339,161 +323,59 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--quiet", action="store_true", help="no progress bar")
     cmp.set_defaults(func=cmd_compare)
 
-    _add_bench_parser(sub)
+    _add_fit_many_parser(sub)
+    add_bench_parser(sub)
     return parser
 
 
-def _add_bench_parser(sub) -> None:
-    """``prolas bench``: search-quality grid, --extrapolation, --performance."""
-    b = sub.add_parser(
-        "bench",
-        help="benchmark grids: methods x data sets x seeds, extrapolation, performance",
-        description="Search-quality grid over data/<name>.csv (default), or --extrapolation "
-        "(search on <name>_train.csv, RMSE on <name>_test.csv, next to ABCD's published RMSE), "
-        "or --performance (seconds per fit vs N, restart batching, evaluations/s, memory). "
-        "All fits of a data set share one GP fit cache (OUT/fits/<name>.jsonl); finished "
-        "cells are skipped with --resume.",
+def _add_fit_many_parser(sub) -> None:
+    """``prolas fit-many``: every series of a long-format file (:mod:`prolas.many`)."""
+    fm = sub.add_parser(
+        "fit-many",
+        help="fit every series of a long-format CSV (one row per observation, a series id)",
+        description="Fit every series of LONG.csv as prolas fit would, one series per worker "
+        "process; write OUT/<series>/ (result.json, report.md, plots, forecast files) and "
+        "OUT/summary.csv (series, status, best expression, BIC, test scores with --split, "
+        "seconds, error). A series with bad data is reported and skipped; --resume skips "
+        "the series finished before and retries the failed ones.",
     )
-    mode = b.add_mutually_exclusive_group()
-    mode.add_argument("--extrapolation", action="store_true", help="held-out extrapolation")
-    mode.add_argument("--performance", action="store_true", help="write OUT/PERFORMANCE.md")
-    b.add_argument(
-        "--datasets", default="airline", help="comma-separated names in --data-dir, or 'all'"
+    fm.add_argument("data", help="long-format CSV file with a header row")
+    fm.add_argument("--id", required=True, metavar="COLUMN", help="the series id column")
+    fm.add_argument("--x", help="input column (default: x, else the first numeric/date column)")
+    fm.add_argument("--y", help="output column (default: y, else the next numeric column)")
+    fm.add_argument(
+        "--split",
+        metavar="COLUMN",
+        help="column of train/test values: test rows are held out, forecast at their x by "
+        "--forecast and scored (RMSE, sMAPE, MASE, 95%% coverage, interval score, CRPS)",
     )
-    b.add_argument(
-        "--methods",
-        default="prolas,cks,random",
-        help="comma-separated: prolas, cks, random, structural[:SURROGATE[:OPTIMISER]] "
-        "(e.g. structural:arc, structural:ot:local)",
-    )
-    b.add_argument("--seeds", type=_positive_int, default=5, help="seeds 0..S-1 (default 5)")
-    b.add_argument("--budget", type=_positive_int, default=50, help="unique GP fits per search")
-    b.add_argument(
-        "--restarts", type=_positive_int, default=4, help="restarts per GP fit (default 4)"
-    )
-    b.add_argument(
-        "--fit-seed",
-        type=_non_negative_int,
-        default=0,
-        help="seed of every GP fit of the grid (default 0). All cells share one fit per "
-        "expression, so a grid carries the luck of its fit seed: repeat it with other fit "
-        "seeds (and another --out) to see how much (benchmarks/results/nested_fits/)",
-    )
-    b.add_argument(
-        "--lengthscale-floor",
-        type=float,
-        default=LENGTHSCALE_FLOOR,
-        metavar="K",
-        help="SE and RQ lengthscales of every fit at least K median input spacings "
-        f"(default {LENGTHSCALE_FLOOR:g}; 0 reproduces studies run before the floor)",
-    )
-    b.add_argument(
-        "--max-points",
+    fm.add_argument(
+        "--season-length",
         type=_positive_int,
-        default=500,
-        help="search longer series on an evenly spaced thinning of this size (default 500)",
+        default=1,
+        metavar="M",
+        help="seasonal period of the MASE scale (the seasonal naive forecast's in-sample "
+        "error; 12 for monthly data; default 1, the naive forecast)",
     )
-    b.add_argument(
-        "--warm-fits",
-        action=argparse.BooleanOptionalAction,
-        default=WARM_FITS,
-        help="searches warm-start each fit from the best and the most similar expression "
-        f"fitted so far (as prolas fit --warm-fits; default {'on' if WARM_FITS else 'off'})",
+    fm.add_argument(
+        "--dropna", action="store_true", help="drop rows with NaN/inf instead of failing the series"
     )
-    b.add_argument(
-        "--refit-full",
+    fm.add_argument("--out", help="output directory (default: prolas-out/<data name>)")
+    fm.add_argument(
+        "--workers",
+        type=_positive_int,
+        help="worker processes, one series each (default: the available cores)",
+    )
+    fm.add_argument(
+        "--resume",
         action="store_true",
-        help="extrapolation: re-optimise the best model on all training points when the "
-        "search ran on a thinning (default: condition on them with the thinning's "
-        "hyperparameters)",
+        help="continue the run in --out: finished series are skipped, failed ones refitted, "
+        "interrupted ones continue from their journal (same settings)",
     )
-    b.add_argument("--data-dir", default="data", help="where <name>.csv files live (default data)")
-    b.add_argument(
-        "--grammar", default=DEFAULT_GRAMMAR, help="grammar for random/structural/prolas"
-    )
-    b.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="KG-VAE checkpoint for prolas")
-    b.add_argument(
-        "--sizes",
-        default="100,300,1000,2000",
-        help="performance: series lengths N of one exact fit (--budget sets the timed "
-        "searches' size)",
-    )
-    b.add_argument(
-        "--pipeline-sizes",
-        default="1000,10000,100000",
-        help="performance: series lengths N of a default `prolas fit` (search on a "
-        "subsample, refit on all N)",
-    )
-    b.add_argument(
-        "--pipeline-budget",
-        type=_positive_int,
-        default=50,
-        help="performance: fits of each timed `prolas fit` (default 50)",
-    )
-    b.add_argument("--out", required=True, help="output directory")
-    b.add_argument("--resume", action="store_true", help="continue: skip finished cells")
-    b.add_argument("--quiet", action="store_true", help="no progress bar")
-    b.set_defaults(func=cmd_bench)
-
-
-def _int_list(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise ProlasError(f"{flag} must be comma-separated integers, got {text!r}") from None
-    if any(v < 10 for v in values):
-        raise ProlasError(f"{flag}: every size must be at least 10")
-    return values
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from prolas import bench
-    from prolas.output_lock import hold_output_dir
-
-    say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
-    if args.performance:
-        sizes, pipeline_sizes = (
-            _int_list(args.sizes, "--sizes"),
-            _int_list(args.pipeline_sizes, "--pipeline-sizes"),
-        )
-        with hold_output_dir(Path(args.out), "prolas bench --performance"):
-            path = bench.run_performance(
-                args.out,
-                sizes=sizes,
-                pipeline_sizes=pipeline_sizes,
-                pipeline_budget=args.pipeline_budget,
-                restarts=args.restarts,
-                search_budget=args.budget,
-                data=str(Path(args.data_dir) / "airline.csv"),
-                progress=not args.quiet,
-                log=say,
-            )
-        print(f"wrote {path}")
-        return 0
-    config = bench.BenchConfig(
-        datasets=bench.parse_datasets(args.datasets, args.data_dir),
-        methods=bench.parse_methods(args.methods),
-        seeds=args.seeds,
-        budget=args.budget,
-        restarts=args.restarts,
-        fit_seed=args.fit_seed,
-        max_points=args.max_points,
-        grammar=args.grammar,
-        checkpoint=args.checkpoint,
-        data_dir=args.data_dir,
-        refit_full=args.refit_full,
-        lengthscale_floor=args.lengthscale_floor,
-        warm_fits=args.warm_fits,
-    )
-    runner = bench.run_extrapolation if args.extrapolation else bench.run_bench
-    with hold_output_dir(Path(args.out), f"prolas bench --out {args.out}"):
-        res = runner(config, args.out, resume=args.resume, progress=not args.quiet, log=say)
-    say(
-        f"bench: {res.cells_run} cells run, {res.cells_skipped} skipped (done before), "
-        f"{res.new_fits} new GP fits"
-    )
-    print("wrote " + ", ".join(str(f) for f in res.files))
-    return 0
+    fm.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    _add_search_args(fm)
+    _add_forecast_args(fm)
+    fm.set_defaults(func=cmd_fit_many)
 
 
 # --- commands ---------------------------------------------------------------------------
@@ -602,22 +484,71 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_fit(args: argparse.Namespace) -> int:
-    from prolas.data import load_csv
-    from prolas.output_lock import claim_output_dir
+def cmd_fit_many(args: argparse.Namespace) -> int:
+    from prolas.fitjob import ForecastSettings
+    from prolas.many import ManySettings, read_long, run_many
+    from prolas.search.executors import available_cores
+
+    # with --split, --forecast and --forecast-models also choose the test points' forecast
+    probe = vars(args) | {"horizon": args.horizon or ("1" if args.split else None)}
+    horizon, method, k = _forecast_settings(argparse.Namespace(**probe))
+    horizon = horizon if args.horizon is not None else None
+    settings = ManySettings(
+        _search_config(args), ForecastSettings(horizon, method, k), args.season_length
+    )
+    series = read_long(args.data, args.id, x=args.x, y=args.y, split=args.split, dropna=args.dropna)
+    out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
+    say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+    workers = min(args.workers or available_cores(), len(series))
+    say(
+        f"prolas fit-many: {len(series)} series from {args.data} (id {args.id!r}); "
+        f"search={settings.config.method}, budget={settings.config.budget}, "
+        f"restarts={settings.config.restarts}, seed={settings.config.seed}; "
+        f"{workers} worker process{'es' if workers > 1 else ''}"
+    )
+    source = {
+        "data": str(args.data),
+        "id": args.id,
+        "x": args.x,
+        "y": args.y,
+        "split": args.split,
+        "dropna": args.dropna,
+    }
+    from prolas.output_lock import hold_output_dir
+
+    try:
+        with hold_output_dir(out, f"prolas fit-many {args.data}"):
+            run = run_many(
+                series,
+                out,
+                settings,
+                workers=args.workers,
+                resume=args.resume,
+                progress=not args.quiet,
+                source=source,
+                log=say,
+            )
+    except KeyboardInterrupt:
+        print(
+            f"prolas: interrupted; finished series are in {out}/summary.csv; continue with "
+            "the same command and --resume",
+            file=sys.stderr,
+        )
+        return 130
+    for row in run.summary.itertuples():
+        if row.status == "failed":
+            say(f"  skipped {row.series}: {row.error}")
+    print(f"wrote {out}/summary.csv")
+    if run.fitted + run.skipped == 0:
+        raise ProlasError(f"no series could be fitted ({run.failed} failed; see {out}/summary.csv)")
+    return 0
+
+
+def _search_config(args: argparse.Namespace):
+    """The search flags (:func:`_add_search_args`) as a SearchConfig."""
     from prolas.search.config import SearchConfig
 
-    _forecast_settings(args)  # before anything is read or written
-    dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna)
-    test_ds = None
-    if args.test:
-        test_ds = load_csv(
-            args.test,
-            dataset.x_column if dataset.x_column != "index" else None,
-            dataset.y_column,
-            dropna=args.dropna,
-        )
-    config = SearchConfig(
+    return SearchConfig(
         method=args.search,
         budget=args.budget,
         restarts=args.restarts,
@@ -636,6 +567,23 @@ def cmd_fit(args: argparse.Namespace) -> int:
         lengthscale_floor=args.lengthscale_floor,
         warm_fits=args.warm_fits,
     )
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from prolas.data import load_csv
+    from prolas.output_lock import claim_output_dir
+
+    _forecast_settings(args)  # before anything is read or written
+    dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna)
+    test_ds = None
+    if args.test:
+        test_ds = load_csv(
+            args.test,
+            dataset.x_column if dataset.x_column != "index" else None,
+            dataset.y_column,
+            dropna=args.dropna,
+        )
+    config = _search_config(args)
     # after every check of the arguments: a rejected command leaves no output directory
     out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
     # one run at a time writes --out (its journal and result), from here to the last file
@@ -645,13 +593,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 def _search_into(out: Path, args: argparse.Namespace, dataset, test_ds, config) -> int:
     """``prolas fit`` in the claimed output directory: the search, its journal, outputs."""
+    from prolas.pipeline import run_search
+
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     say(
         f"prolas: {dataset.n} points from {dataset.path} (x={dataset.x_column!r}, "
         f"y={dataset.y_column!r}); search={config.method}, budget={config.budget}, "
         f"restarts={config.restarts}, seed={config.seed}"
     )
-    from prolas.pipeline import make_evaluator, run_search
+    from prolas.pipeline import make_evaluator
     from prolas.search.config import search_data
     from prolas.search.executors import default_workers, make_executor
     from prolas.search.journal import open_journal
@@ -717,31 +667,12 @@ def _add_execution_args(p: argparse.ArgumentParser) -> None:
 
 def _write_partial(out, dataset, config, ev, journal) -> int:
     """Ctrl-C: write a valid result.json of the evaluations finished so far; exit 130."""
+    from prolas.fitjob import write_partial_result
 
-    from prolas import records, report
-    from prolas.pipeline import best_fit, make_evaluator
-    from prolas.search.config import search_data
-
-    searched = search_data(dataset, config)
-    if ev is None:  # interrupted while starting: the journal is all there is
-        ev = make_evaluator(searched, config)
-        ev.preload(journal.entries, elapsed=journal.elapsed)
-    result = ev.result(config.method, config.seed, {"interrupted": True})
-    if not result.history:
+    result = write_partial_result(out, dataset, config, ev, journal)
+    if result is None:
         print("prolas: interrupted before any evaluation finished", file=sys.stderr)
         return 130
-    # interrupted: the best model as fitted on the searched points (no refit on all)
-    doc = report.result_to_json(
-        dataset,
-        result,
-        best_fit(result, searched, config),
-        method=config.method,
-        seed=config.seed,
-        budget=config.budget,
-        checkpoint=config.checkpoint if config.method == "prolas" else None,
-        searched_indices=_searched_indices(dataset, config),
-    )
-    records.write_json(out / "result.json", doc)
     print(
         f"prolas: interrupted after {result.evaluations} of {config.budget} evaluations; "
         f"partial result in {out / 'result.json'}; continue with the same command and --resume",
@@ -750,38 +681,22 @@ def _write_partial(out, dataset, config, ev, journal) -> int:
     return 130
 
 
-def _searched_indices(dataset, config) -> list[int] | None:
-    """Positions of the points a search ran on, or None when it ran on all of them."""
-    from prolas.search.config import search_data
-
-    searched = search_data(dataset, config)
-    return None if searched is dataset else dataset.spaced_indices(searched.n).tolist()
-
-
 def _write_outputs(args, out, dataset, config, result, best, test_ds) -> int:
     from prolas import report
+    from prolas.fitjob import ForecastSettings, write_outputs
 
-    if best is None:
-        raise ProlasError(
-            f"every one of the {result.evaluations} evaluations failed; see the errors with "
-            "--search cks --budget 4, or check the data"
-        )
-    test = None
-    if test_ds is not None:
-        test = {"path": test_ds.path, "n": test_ds.n, **report.test_metrics(best, dataset, test_ds)}
-    doc = report.result_to_json(
+    horizon, method, k = _forecast_settings(args)
+    written = write_outputs(
+        out,
         dataset,
+        config,
         result,
         best,
-        method=config.method,
-        seed=config.seed,
-        budget=config.budget,
-        checkpoint=config.checkpoint if config.method == "prolas" else None,
-        test=test,
-        searched_indices=_searched_indices(dataset, config),
+        test_dataset=test_ds,
+        forecast=ForecastSettings(horizon, method, k),
+        log=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
     )
-    report.write_report(out, dataset, result, best, doc, test=test, test_dataset=test_ds)
-    wrote_forecast = _write_forecast(args, out, dataset, config, result, best)
+    test = written.test
     if not args.quiet:
         print(report.summary_table(result, best), file=sys.stderr)
         if test is not None:
@@ -791,59 +706,10 @@ def _write_outputs(args, out, dataset, config, result, best, test_ds) -> int:
                 file=sys.stderr,
             )
         print(f"wrote {out}/result.json, report.md and plots", file=sys.stderr)
-        if wrote_forecast:
-            print(wrote_forecast, file=sys.stderr)
+        if written.forecast_line:
+            print(written.forecast_line, file=sys.stderr)
     print(best.expression)
     return 0
-
-
-def _write_forecast(args, out, dataset, config, result, best) -> str | None:
-    """--horizon: forecast.csv and forecast.png; returns the summary line (or None)."""
-    horizon, method, k = _forecast_settings(args)
-    if horizon is None:
-        return None
-    from prolas.report.forecast import forecast, plot_forecast, top_fits
-    from prolas.search.config import search_data
-
-    if not args.quiet and method != "best":
-        # refits of the top models on all points and the rolling check take a while on a
-        # long series (about 80 s for the check alone at 100 000 points)
-        models = f"the top models (up to {k})"
-        what = f"mixing {models}" if method == "bma" else f"scoring {models} on the data's end"
-        print(f"forecast: {what}…", file=sys.stderr, flush=True)
-    fits = [best] if method == "best" else top_fits(result, dataset, config, k, best=best)
-    fc = forecast(fits, dataset, horizon, method=method)
-    fc.to_csv(out / "forecast.csv")
-    # the plot marks the transitions of the model forecast with: the pick, or the
-    # mixture's dominant model (weight at least 0.5; rolling-mix is nearly always one)
-    top = max(range(len(fc.weights)), key=fc.weights.__getitem__)
-    dominant = fc.weights[top] >= 0.5
-    picked = {f.expression: f for f in fits}.get(fc.models[top]) if dominant else None
-    plot_forecast(out / "forecast.png", fc, dataset, fit=picked)
-    scores = ""
-    if fc.check is not None:  # rolling and rolling-mix: the check's scores per model
-        fc.check.to_csv(out / "forecast_check.csv", index=False)
-        scores = "; scores in forecast_check.csv"
-    if method == "best":
-        how = fc.models[0]
-    elif method == "rolling":
-        how = f"{fc.models[0]} (rolling-origin pick of {len(fits)} models{scores})"
-    elif method == "rolling-mix":
-        how = "mixture weighted by each model's forecast of the last 10% of the data: "
-        how += ", ".join(f"{m} ({w:.2f})" for m, w in zip(fc.models, fc.weights)) + scores
-    else:
-        how = "BIC-weighted mixture of " + ", ".join(
-            f"{m} ({w:.2f})" for m, w in zip(fc.models, fc.weights)
-        )
-        if search_data(dataset, config).n < dataset.n:
-            # the search ranked the models on its subsample; the weights rank them again
-            # on all points, and a user should not read a contradiction into that
-            how += f"; weights from the BIC on all {dataset.n} points"
-            top = fc.models[fc.weights.index(max(fc.weights))]
-            if best is not None and top != best.expression:
-                how += f", where {top} ranks above the search's best"
-    first, last = (str(v.date()) if fc.is_dates else f"{v:.6g}" for v in fc.x_display[[0, -1]])
-    return f"wrote {out}/forecast.csv and forecast.png: {horizon} steps, {first} to {last}, {how}"
 
 
 class _Progress:

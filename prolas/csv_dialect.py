@@ -122,6 +122,9 @@ class CsvDialect:
             "sep": self.delimiter,
             "decimal": self.decimal,
             "thousands": self.thousands,
+            # correctly rounded numbers, whatever the pandas version (pandas 2's default
+            # parser may be off by an ulp, which changes fits in their last bits)
+            "float_precision": "round_trip",
         }
         if self.trailing_separator:  # else pandas makes the first column a row index
             options["index_col"] = False

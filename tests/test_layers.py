@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("search", ("prolas.search",)),
     ("pipeline", ("prolas.pipeline",)),
     ("report", ("prolas.report",)),
+    ("jobs: one series' files, many series", ("prolas.fitjob", "prolas.many")),
     ("bench", ("prolas.bench",)),
     ("cli and API", ("prolas.cli", "prolas")),
 ]

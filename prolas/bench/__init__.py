@@ -1,9 +1,9 @@
 """``prolas bench`` and ``prolas compare``: search methods x data sets x seeds.
 
-Three measurements, all through the same code as ``prolas fit``
+Four measurements, all through the same code as ``prolas fit``
 (:func:`prolas.pipeline.run_search` with an explicit shared Evaluator): search quality
-(a grid), held-out extrapolation and performance. ``prolas compare`` is a grid on one
-data set with its own tables.
+(a grid), held-out extrapolation, performance, and forecasts against the peers users
+pick instead. ``prolas compare`` is a grid on one data set with its own tables.
 
 Modules, each importing only those above it:
 
@@ -20,6 +20,13 @@ Modules, each importing only those above it:
 * :mod:`~prolas.bench.performance`: :func:`run_performance` (timings against N,
   growth exponents) and the fraction study (the PROLAS paper's Figure 2).
 * :mod:`~prolas.bench.compare`: :func:`run_compare` (``prolas compare``).
+* :mod:`~prolas.bench.peers`: statsforecast's AutoETS, AutoARIMA, AutoTheta and
+  SeasonalNaive through one adapter (an optional extra, imported only when used).
+* :mod:`~prolas.bench.paired`: paired comparisons of two forecasters over series (sign
+  test, bootstrap interval of the mean difference, the verdict).
+* :mod:`~prolas.bench.forecast_bench`: ``prolas bench --forecast``: the suites (tsdl,
+  m3-monthly) and their halves, prolas (through :mod:`prolas.many`) and the peers on
+  the same test points, forecast_scores.csv and forecast.md.
 * :mod:`~prolas.bench.notebook`: helpers of the notebooks (:func:`load_bench`,
   :func:`default_method`, :func:`load_extrapolation_fit`, :func:`small_png` ...).
 

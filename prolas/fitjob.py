@@ -1,0 +1,294 @@
+"""What a finished search of one series writes: ``prolas fit``'s files, shared with fit-many.
+
+After :func:`prolas.pipeline.run_search`, one series' outputs are
+
+* ``result.json``, ``report.md`` and the plots (:func:`write_outputs`, through
+  :func:`prolas.report.write_report`), with the best model's held-out RMSE and log
+  predictive density when a test set is given;
+* with a horizon, ``forecast.csv``, ``forecast.png`` and, for the rolling-origin
+  methods, ``forecast_check.csv`` (:class:`ForecastSettings`; the forecast of
+  :mod:`prolas.report.forecast` from the search's top models);
+* with test points, the forecast evaluated **at the test inputs** by the same forecast
+  method and its scores (:func:`write_test_forecast`): ``test_forecast.csv`` (x, y, mean,
+  lower, upper) and ``test_predictive.json`` (the predictive mixture's components, so
+  the forecast can be rescored without refitting).
+
+``prolas fit`` (one series, its fits parallel inside the search) and ``prolas fit-many``
+(many series, one process each; :mod:`prolas.many`) both write through this module, so
+a series' folder from fit-many holds what ``prolas fit`` would have written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from prolas.data import Dataset
+from prolas.errors import ProlasError
+from prolas.gp import FitResult
+from prolas.limits import DEFAULT_FORECAST, FORECAST_METHODS, FORECAST_MODELS
+from prolas.records import SearchResult, json_clean, write_json
+from prolas.search.config import SearchConfig, search_data
+
+__all__ = [
+    "ForecastSettings",
+    "Outputs",
+    "TEST_FORECAST_FILES",
+    "forecast_fits",
+    "searched_indices",
+    "write_outputs",
+    "write_partial_result",
+    "write_test_forecast",
+]
+
+#: Files :func:`write_test_forecast` writes into a series' folder.
+TEST_FORECAST_FILES = ("test_forecast.csv", "test_predictive.json")
+
+
+@dataclass(frozen=True)
+class ForecastSettings:
+    """How a series is forecast (``prolas fit --horizon H --forecast M --forecast-models K``).
+
+    Attributes:
+        horizon: future steps after the last input for forecast.csv/png; None writes none.
+        method: one of :data:`prolas.limits.FORECAST_METHODS` (default ``rolling-mix``).
+        models: the number of top distinct models mixed or chosen from.
+    """
+
+    horizon: int | None = None
+    method: str = DEFAULT_FORECAST
+    models: int = FORECAST_MODELS
+
+    def __post_init__(self) -> None:
+        if self.method not in FORECAST_METHODS:
+            raise ProlasError(f"--forecast must be one of {', '.join(FORECAST_METHODS)}")
+        if self.models < 1:
+            raise ProlasError("--forecast-models must be a positive integer")
+        if self.horizon is not None and self.horizon < 1:
+            raise ProlasError("--horizon must be a positive integer")
+
+
+@dataclass(frozen=True, eq=False)
+class Outputs:
+    """What :func:`write_outputs` wrote: the result.json document, its test block (or
+    None), the forecast's summary line (or None) and the models forecast with (None when
+    no forecast was made), for a test forecast to reuse."""
+
+    doc: dict
+    test: dict | None
+    forecast_line: str | None
+    fits: list[FitResult] | None
+
+
+def searched_indices(dataset: Dataset, config: SearchConfig) -> list[int] | None:
+    """Positions of the points a search ran on, or None when it ran on all of them."""
+    searched = search_data(dataset, config)
+    return None if searched is dataset else dataset.spaced_indices(searched.n).tolist()
+
+
+def forecast_fits(
+    result: SearchResult,
+    dataset: Dataset,
+    config: SearchConfig,
+    best: FitResult,
+    settings: ForecastSettings,
+) -> list[FitResult]:
+    """The models a forecast uses: the best alone for ``best``, else the search's top
+    ``settings.models`` distinct models (:func:`prolas.report.forecast.top_fits`)."""
+    from prolas.report.forecast import top_fits
+
+    if settings.method == "best":
+        return [best]
+    return top_fits(result, dataset, config, settings.models, best=best)
+
+
+def write_outputs(
+    out: Path,
+    dataset: Dataset,
+    config: SearchConfig,
+    result: SearchResult,
+    best: FitResult | None,
+    *,
+    test_dataset: Dataset | None = None,
+    forecast: ForecastSettings | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Outputs:
+    """result.json, report.md, the plots and (with a horizon) the forecast files.
+
+    Raises:
+        ProlasError: every evaluation failed (no model to report).
+    """
+    from prolas import report
+
+    if best is None:
+        raise ProlasError(
+            f"every one of the {result.evaluations} evaluations failed; see the errors with "
+            "--search cks --budget 4, or check the data"
+        )
+    test = None
+    if test_dataset is not None:
+        metrics = report.test_metrics(best, dataset, test_dataset)
+        test = {"path": test_dataset.path, "n": test_dataset.n, **metrics}
+    doc = report.result_to_json(
+        dataset,
+        result,
+        best,
+        method=config.method,
+        seed=config.seed,
+        budget=config.budget,
+        checkpoint=config.checkpoint if config.method == "prolas" else None,
+        test=test,
+        searched_indices=searched_indices(dataset, config),
+    )
+    report.write_report(out, dataset, result, best, doc, test=test, test_dataset=test_dataset)
+    if forecast is None or forecast.horizon is None:
+        return Outputs(doc, test, None, None)
+    if log is not None and forecast.method != "best":
+        # refits of the top models on all points and the rolling check take a while on a
+        # long series (about 80 s for the check alone at 100 000 points)
+        models = f"the top models (up to {forecast.models})"
+        what = (
+            f"mixing {models}"
+            if forecast.method == "bma"
+            else f"scoring {models} on the data's end"
+        )
+        log(f"forecast: {what}…")
+    fits = forecast_fits(result, dataset, config, best, forecast)
+    line = _write_forecast(out, dataset, config, best, fits, forecast)
+    return Outputs(doc, test, line, fits)
+
+
+def _write_forecast(
+    out: Path,
+    dataset: Dataset,
+    config: SearchConfig,
+    best: FitResult,
+    fits: list[FitResult],
+    settings: ForecastSettings,
+) -> str:
+    """forecast.csv, forecast.png (and forecast_check.csv); returns the summary line."""
+    from prolas.report.forecast import forecast, plot_forecast
+
+    horizon, method = settings.horizon, settings.method
+    fc = forecast(fits, dataset, horizon, method=method)
+    fc.to_csv(out / "forecast.csv")
+    # the plot marks the transitions of the model forecast with: the pick, or the
+    # mixture's dominant model (weight at least 0.5; rolling-mix is nearly always one)
+    top = max(range(len(fc.weights)), key=fc.weights.__getitem__)
+    dominant = fc.weights[top] >= 0.5
+    picked = {f.expression: f for f in fits}.get(fc.models[top]) if dominant else None
+    plot_forecast(out / "forecast.png", fc, dataset, fit=picked)
+    scores = ""
+    if fc.check is not None:  # rolling and rolling-mix: the check's scores per model
+        fc.check.to_csv(out / "forecast_check.csv", index=False)
+        scores = "; scores in forecast_check.csv"
+    if method == "best":
+        how = fc.models[0]
+    elif method == "rolling":
+        how = f"{fc.models[0]} (rolling-origin pick of {len(fits)} models{scores})"
+    elif method == "rolling-mix":
+        how = "mixture weighted by each model's forecast of the last 10% of the data: "
+        how += ", ".join(f"{m} ({w:.2f})" for m, w in zip(fc.models, fc.weights)) + scores
+    else:
+        how = "BIC-weighted mixture of " + ", ".join(
+            f"{m} ({w:.2f})" for m, w in zip(fc.models, fc.weights)
+        )
+        if search_data(dataset, config).n < dataset.n:
+            # the search ranked the models on its subsample; the weights rank them again
+            # on all points, and a user should not read a contradiction into that
+            how += f"; weights from the BIC on all {dataset.n} points"
+            top_model = fc.models[fc.weights.index(max(fc.weights))]
+            if top_model != best.expression:
+                how += f", where {top_model} ranks above the search's best"
+    first, last = (str(v.date()) if fc.is_dates else f"{v:.6g}" for v in fc.x_display[[0, -1]])
+    return f"wrote {out}/forecast.csv and forecast.png: {horizon} steps, {first} to {last}, {how}"
+
+
+def write_test_forecast(
+    out: Path,
+    dataset: Dataset,
+    fits: Sequence[FitResult],
+    settings: ForecastSettings,
+    test_x: np.ndarray,
+    test_y: np.ndarray,
+    season_length: int,
+) -> dict[str, float]:
+    """Forecast the test inputs with ``settings.method`` and score it against ``test_y``.
+
+    The forecast is :func:`prolas.report.forecast.forecast` with ``x_new=test_x`` (the
+    test points themselves, not continued steps), from ``fits``
+    (:func:`forecast_fits`). Its scores are :func:`prolas.report.scoring.score_forecast`
+    with the seasonal naive scale of the training values at period ``season_length``.
+    Writes ``test_forecast.csv`` and ``test_predictive.json`` (the components' means and
+    standard deviations at the test inputs, the weights, the scores and, as a check on
+    the quantile CRPS, the mixture's closed-form CRPS ``crps_mixture``).
+
+    Returns:
+        the scores (:data:`prolas.report.scoring.SCORE_COLUMNS`).
+    """
+    from prolas.report.forecast import forecast
+    from prolas.report.scoring import (
+        crps_gaussian_mixture,
+        forecast_predictive,
+        score_forecast,
+        seasonal_naive_scale,
+    )
+
+    test_x = np.asarray(test_x, dtype=np.float64).reshape(-1)
+    test_y = np.asarray(test_y, dtype=np.float64).reshape(-1)
+    fc = forecast(list(fits), dataset, x_new=test_x, method=settings.method)
+    scale = seasonal_naive_scale(dataset.y, season_length)
+    scores = score_forecast(test_y, forecast_predictive(fc), scale)
+    frame = fc.to_frame()
+    frame.insert(1, "y", test_y)
+    if fc.is_dates:
+        frame["x"] = pd.DatetimeIndex(fc.x_display).strftime("%Y-%m-%d")
+    frame.to_csv(out / "test_forecast.csv", index=False)
+    crps_mixture = crps_gaussian_mixture(test_y, fc.component_means, fc.component_sds, fc.weights)
+    doc = {
+        "method": fc.method,
+        "season_length": season_length,
+        "models": list(fc.models),
+        "weights": list(fc.weights),
+        "x": test_x.tolist(),
+        "y": test_y.tolist(),
+        "component_means": fc.component_means.tolist(),
+        "component_sds": fc.component_sds.tolist(),
+        "scores": scores,
+        "crps_mixture": float(np.mean(crps_mixture)),
+    }
+    write_json(out / "test_predictive.json", json_clean(doc), indent=1)
+    return scores
+
+
+def write_partial_result(
+    out: Path, dataset: Dataset, config: SearchConfig, evaluator, journal
+) -> SearchResult | None:
+    """Ctrl-C: a valid result.json of the evaluations finished so far (the best model as
+    fitted on the searched points, no refit on all); None if none had finished."""
+    from prolas import records, report
+    from prolas.pipeline import best_fit, make_evaluator
+
+    searched = search_data(dataset, config)
+    if evaluator is None:  # interrupted while starting: the journal is all there is
+        evaluator = make_evaluator(searched, config)
+        evaluator.preload(journal.entries, elapsed=journal.elapsed)
+    result = evaluator.result(config.method, config.seed, {"interrupted": True})
+    if not result.history:
+        return None
+    doc = report.result_to_json(
+        dataset,
+        result,
+        best_fit(result, searched, config),
+        method=config.method,
+        seed=config.seed,
+        budget=config.budget,
+        checkpoint=config.checkpoint if config.method == "prolas" else None,
+        searched_indices=searched_indices(dataset, config),
+    )
+    records.write_json(out / "result.json", doc)
+    return result

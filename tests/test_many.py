@@ -1,0 +1,168 @@
+"""prolas fit-many (prolas.many): reading a long file, bad series, parallel runs, resume."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from prolas.errors import DataError, ProlasError
+from prolas.many import SUMMARY_COLUMNS, ManySettings, fit_many, read_long, run_many
+from prolas.report import validate_result_json
+from prolas.report.scoring import SCORE_COLUMNS
+
+QUICK = {"method": "random", "budget": 3, "restarts": 2}
+
+
+def long_frame(n: int = 30, test: int = 6) -> pd.DataFrame:
+    """Three monthly series with a train/test split: A (seasonal), B (constant: bad),
+    C (seasonal with a trend)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    x = 2000 + np.arange(n) / 12
+    for sid in ("A", "B", "C"):
+        if sid == "B":
+            y = np.full(n, 5.0)
+        else:
+            y = np.sin(2 * np.pi * x) + 0.1 * rng.standard_normal(n)
+            y += 0.2 * (x - 2000) if sid == "C" else 0.0
+        for i in range(n):
+            rows.append(
+                {"id": sid, "x": x[i], "y": y[i], "split": "test" if i >= n - test else "train"}
+            )
+    return pd.DataFrame(rows)
+
+
+def test_read_long_series_in_order_with_their_split(tmp_path) -> None:
+    path = tmp_path / "long.csv"
+    long_frame().to_csv(path, index=False)
+    series = read_long(path, "id", split="split")
+    assert [s.name for s in series] == ["A", "B", "C"]
+    a, b, _ = series
+    assert a.error is None and a.train.n == 24 and a.test_x.size == 6
+    assert np.all(a.test_x > a.train.x[-1])
+    assert b.train is None and "constant" in b.error and f"{path}[B]" in b.error
+    # without a split every row is fitted
+    assert read_long(path, "id")[0].train.n == 30
+
+
+def test_bad_series_get_their_reason_and_the_right_csv_line(tmp_path) -> None:
+    df = long_frame()
+    df.loc[3, "y"] = np.nan  # series A, CSV line 5
+    df["y"] = df["y"].astype(object)
+    df.loc[35, "y"] = "twelve"  # series B, CSV line 37
+    df.loc[70, "split"] = "validation"  # series C, CSV line 72
+    path = tmp_path / "bad.csv"
+    df.to_csv(path, index=False)
+    a, b, c = read_long(path, "id", split="split")
+    assert "NaN/inf" in a.error and "CSV line 5" in a.error and "--dropna" in a.error
+    assert "not numeric" in b.error and "CSV line 37" in b.error and "'twelve'" in b.error
+    assert "'validation'" in c.error and "CSV line 72" in c.error
+    # --dropna drops A's row and keeps the series
+    assert read_long(path, "id", split="split", dropna=True)[0].train.n == 23
+
+
+def test_short_series_dates_and_frames(tmp_path) -> None:
+    df = pd.DataFrame(
+        {
+            "store": ["s/1"] * 8 + ["s 1"] * 3,
+            "month": list(pd.date_range("2020-01-01", periods=8, freq="MS").strftime("%Y-%m-%d"))
+            + ["2020-01-01", "2020-02-01", "2020-03-01"],
+            "sales": [1.0, 3, 2, 5, 4, 6, 5, 7, 1, 2, 3],
+        }
+    )
+    ok, short = read_long(df, "store")  # columns found: x = the date column, y = sales
+    assert ok.train.x_is_date and ok.train.x[1] == pytest.approx(2020 + 31 / 366)
+    assert "3 data points" in short.error
+    # file-system-safe, distinct folders for ids that clash once made safe
+    assert ok.folder != short.folder and all("/" not in s.folder for s in (ok, short))
+
+
+def test_file_level_problems_are_one_line_errors(tmp_path) -> None:
+    path = tmp_path / "long.csv"
+    long_frame().to_csv(path, index=False)
+    with pytest.raises(DataError, match="column 'series' \\(--id\\) not found; columns are"):
+        read_long(path, "series")
+    with pytest.raises(DataError, match="file not found"):
+        read_long(tmp_path / "nope.csv", "id")
+    df = long_frame()
+    df.loc[4, "id"] = None
+    with pytest.raises(DataError, match="empty on CSV line 6"):
+        read_long(df, "id")
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ProlasError, match="season-length"):
+        ManySettings(season_length=0)
+
+
+@pytest.mark.slow
+def test_fit_many_parallel_bad_series_skipped_and_resume_refits_nothing(tmp_path, capsys) -> None:
+    """Python API in 2 worker processes, then the CLI with --resume: the bad series is
+    reported and retried, the good ones are not refitted."""
+    from prolas.cli import main
+
+    path = tmp_path / "long.csv"
+    long_frame().to_csv(path, index=False)
+    out = tmp_path / "out"
+    run = fit_many(path, "id", out, split="split", season_length=12, workers=2, **QUICK)
+    assert (run.fitted, run.skipped, run.failed) == (2, 0, 1)
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary.columns) == list(SUMMARY_COLUMNS)
+    assert list(summary["series"]) == ["A", "B", "C"]
+    assert list(summary["status"]) == ["ok", "failed", "ok"]
+    good = summary[summary["status"] == "ok"]
+    assert good[list(SCORE_COLUMNS)].notna().all().all()
+    assert (good["n_train"] == 24).all() and (good["n_test"] == 6).all()
+    assert (good["coverage"].between(0, 1)).all() and (good["seconds"] > 0).all()
+    assert "constant" in summary.loc[1, "error"]
+    for name in ("A", "C"):  # what prolas fit writes, plus the test forecast
+        doc = json.loads((out / name / "result.json").read_text())
+        validate_result_json(doc)
+        assert doc["best"]["expression"] == summary.set_index("series").loc[name, "expression"]
+        test = pd.read_csv(out / name / "test_forecast.csv")
+        assert list(test.columns) == ["x", "y", "mean", "lower", "upper"] and len(test) == 6
+        assert (out / name / "report.md").exists()
+
+    stamps = {
+        p: p.stat().st_mtime_ns
+        for name in ("A", "C")
+        for p in (out / name).iterdir()
+        if p.is_file()
+    }
+    args = [str(path), "--id", "id", "--split", "split", "--season-length", "12", "--out"]
+    args += [str(out), "--search", "random", "--budget", "3", "--restarts", "2", "--workers", "1"]
+    assert main(["fit-many", *args, "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "0 fitted, 2 skipped (done before), 1 failed" in err
+    assert "skipped B:" in err and "constant" in err
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing refitted or rewritten
+    again = pd.read_csv(out / "summary.csv")
+    pd.testing.assert_frame_equal(again.drop(columns="seconds"), summary.drop(columns="seconds"))
+
+    # without --resume the run is not overwritten; other settings cannot resume it
+    assert main(["fit-many", *args]) != 0
+    assert "already holds a fit-many run" in capsys.readouterr().err
+    changed = [a if a != "3" else "4" for a in args]
+    assert main(["fit-many", *changed, "--resume"]) != 0
+    assert "settings differ" in capsys.readouterr().err
+
+
+def test_run_many_records_a_failed_search_without_stopping(tmp_path, monkeypatch) -> None:
+    """A search that raises for one series (not a data problem) fails that row only."""
+    import prolas.pipeline
+
+    series = read_long(long_frame(), "id", split="split")
+    calls = []
+
+    def failing(dataset, config, **kw):
+        calls.append(dataset.name)
+        raise RuntimeError("Cholesky exploded")
+
+    monkeypatch.setattr(prolas.pipeline, "run_search", failing)
+    run = run_many(series, tmp_path / "out", ManySettings(), workers=1)
+    assert calls == ["A", "C"]  # B's bad data never reaches a search
+    assert list(run.summary["status"]) == ["failed"] * 3
+    assert run.summary.loc[0, "error"] == "RuntimeError: Cholesky exploded"
