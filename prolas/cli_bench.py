@@ -89,6 +89,13 @@ def add_bench_parser(sub) -> None:
         f"fitted so far (as prolas fit --warm-fits; default {'on' if WARM_FITS else 'off'})",
     )
     b.add_argument(
+        "--nested",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="searches start each fit also at the best contained sub-model fitted so far "
+        "and repair fits a later sub-model beats (default on; --no-nested to measure it)",
+    )
+    b.add_argument(
         "--refit-full",
         action="store_true",
         help="extrapolation: re-optimise the best model on all training points when the "
@@ -192,6 +199,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         refit_full=args.refit_full,
         lengthscale_floor=args.lengthscale_floor,
         warm_fits=args.warm_fits,
+        nested=args.nested,
     )
     runner = bench.run_extrapolation if args.extrapolation else bench.run_bench
     with hold_output_dir(Path(args.out), f"prolas bench --out {args.out}"):

@@ -276,7 +276,7 @@ def write_partial_result(
     searched = search_data(dataset, config)
     if evaluator is None:  # interrupted while starting: the journal is all there is
         evaluator = make_evaluator(searched, config)
-        evaluator.preload(journal.entries, elapsed=journal.elapsed)
+        evaluator.preload(journal.entries, elapsed=journal.elapsed, repairs=journal.repairs)
     result = evaluator.result(config.method, config.seed, {"interrupted": True})
     if not result.history:
         return None

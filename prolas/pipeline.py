@@ -53,6 +53,7 @@ def make_evaluator(
         executor=executor,
         on_result=on_result,
         warm_fits=config.warm_fits,
+        nested=config.nested,
     )
 
 

@@ -129,6 +129,8 @@ class Evaluation:
     Attributes:
         index: 1-based position among unique evaluations (None for a cached repeat).
         cached: True if the expression had been evaluated before (no budget cost).
+        repaired_from: the contained sub-model whose optimum this fit was redone from
+            after that sub-model's fit beat it (a repair, no budget cost), else None.
     """
 
     index: int | None
@@ -141,6 +143,7 @@ class Evaluation:
     error: str | None
     cached: bool = False
     fit: Any = field(default=None, repr=False, compare=False)
+    repaired_from: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -156,6 +159,7 @@ class Evaluation:
             "n_params": self.n_params,
             "seconds": round(self.seconds, 4),
             "error": self.error,
+            **({"repaired_from": self.repaired_from} if self.repaired_from else {}),
         }
 
 

@@ -187,7 +187,7 @@ def test_journal_fails_loudly_on_an_unguarded_non_finite_ok_entry(tmp_path) -> N
     entry = strict_loads(lines[1])
     assert entry["log_likelihood"] is None and entry["seconds"] is None
     assert entry["elapsed"] is None and entry["fit"] is None
-    header, entries, elapsed, keep = read_journal(tmp_path / JOURNAL_NAME)
+    header, entries, elapsed, keep, _ = read_journal(tmp_path / JOURNAL_NAME)
     assert [e.expression for e in entries] == ["RQ"] and keep is None and elapsed == 0.0
 
 
@@ -396,7 +396,7 @@ def check_pipeline(x: np.ndarray, y: np.ndarray, seed: int, budget: int, out: Pa
         entry = strict_loads(line)
         if entry["status"] == "ok":
             assert first_non_finite(entry) is None
-    _, entries, _, keep = read_journal(out / JOURNAL_NAME)
+    _, entries, _, keep, _ = read_journal(out / JOURNAL_NAME)
     assert keep is None
     assert [(e.expression, e.status, e.bic) for e in entries] == [
         (e.expression, e.status, e.bic) for e in result.history

@@ -51,6 +51,7 @@ from prolas.bench.stats import (
 from prolas.data import Dataset
 from prolas.errors import DataError, ProlasError
 from prolas.gp import FitConfig, FitResult, GPScorer
+from prolas.gp.fit import FIT_ALGORITHM
 from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR, LENGTHSCALE_FLOOR, WARM_FITS
 from prolas.pipeline import run_search
 from prolas.records import Evaluation, Score, SearchResult
@@ -160,6 +161,7 @@ class MethodSpec:
             search_points=0,  # benchmarks thin by max_points themselves (run_grid)
             lengthscale_floor=config.lengthscale_floor,
             warm_fits=config.warm_fits,
+            nested=config.nested,
         )
 
 
@@ -211,6 +213,7 @@ class BenchConfig:
             points when the search ran on a thinning.
         lengthscale_floor: :attr:`prolas.gp.FitConfig.lengthscale_floor` of every fit.
         warm_fits: :attr:`prolas.search.config.SearchConfig.warm_fits` of every search.
+        nested: :attr:`prolas.search.config.SearchConfig.nested` of every search.
     """
 
     datasets: tuple[str, ...]
@@ -226,6 +229,7 @@ class BenchConfig:
     refit_full: bool = False
     lengthscale_floor: float = LENGTHSCALE_FLOOR
     warm_fits: bool = WARM_FITS
+    nested: bool = True
 
     def __post_init__(self) -> None:
         if self.seeds < 1:
@@ -258,6 +262,9 @@ class BenchConfig:
             # only when set, so that runs from before the option resume
             **({"lengthscale_floor": self.lengthscale_floor} if self.lengthscale_floor else {}),
             **({"warm_fits": True} if self.warm_fits else {}),
+            **({"nested": False} if not self.nested else {}),
+            # cells of another fitter are not mixed with this one's
+            "fit_algorithm": FIT_ALGORITHM,
         }
 
     def to_json(self) -> dict:
@@ -282,6 +289,14 @@ class TimedScorer:
         t = time.perf_counter()
         try:
             return self.scorer(expr, *init)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+    def refit(self, expr, init) -> Score:
+        """The wrapped scorer's repair (:meth:`prolas.gp.GPScorer.refit`), timed too."""
+        t = time.perf_counter()
+        try:
+            return self.scorer.refit(expr, init)
         finally:
             self.seconds += time.perf_counter() - t
 
@@ -326,7 +341,13 @@ def run_cell(
     """
     settings = search_config or spec.search_config(config, seed)
     timed = TimedScorer(scorer)
-    ev = Evaluator(timed, budget=settings.budget, on_result=on_result, warm_fits=settings.warm_fits)
+    ev = Evaluator(
+        timed,
+        budget=settings.budget,
+        on_result=on_result,
+        warm_fits=settings.warm_fits,
+        nested=settings.nested,
+    )
     misses = getattr(scorer, "misses", 0)
     t0 = time.perf_counter()
     result, best = search(ev, dataset, settings)

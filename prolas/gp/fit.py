@@ -59,8 +59,15 @@ from prolas.gp.natural import (
     theta_to_natural,
 )
 from prolas.gp.results import FactorFit, FitResult, TermFit, bic
-from prolas.gp.starts import candidate_breaks, candidate_periods, inherit_theta, initial_thetas
+from prolas.gp.starts import (
+    candidate_breaks,
+    candidate_periods,
+    embed_theta,
+    inherit_theta,
+    initial_thetas,
+)
 from prolas.limits import LENGTHSCALE_FLOOR
+from prolas.nesting import embedding
 from prolas.records import Score, first_non_finite
 
 __all__ = [
@@ -87,6 +94,10 @@ __all__ = [
 ]
 
 DTYPE = torch.float64
+#: The fit's algorithm, part of every fit key (:meth:`FitConfig.key`): fit caches and
+#: journals made by another version of the fitter are not mixed with this one's.
+#: 2: box edges at the nested models' limits, starts at contained sub-models' optima.
+FIT_ALGORITHM = 2
 
 
 @dataclass(frozen=True)
@@ -122,8 +133,23 @@ class FitConfig:
     keep: int = 2
     screen_points: int = 200
     lengthscale_floor: float = LENGTHSCALE_FLOOR
+    stages: tuple[tuple[int, int, int], ...] | None = None
+    hops: int = 0
+    hop_iter: int = 20
+    polish_points: int = 0
+
+    def schedule(self) -> tuple[tuple[int, int, int], ...]:
+        """The screening stages before the polish, each ``(candidates, iterations,
+        points)``: the best ``candidates`` of the previous stage (every restart in the
+        first) run ``iterations`` L-BFGS-B iterations on at most ``points`` evenly spaced
+        points; then the ``keep`` best are polished on all the data."""
+        if self.stages:
+            return tuple((int(c), int(i), int(p)) for c, i, p in self.stages)
+        return ((self.restarts, self.screen_iter, self.screen_points),)
 
     def __post_init__(self) -> None:
+        if self.stages is not None:
+            object.__setattr__(self, "stages", tuple(tuple(st) for st in self.stages))
         # checked here, where every fit setting is built (fit_gp, SearchConfig, BenchConfig)
         if not (math.isfinite(self.lengthscale_floor) and self.lengthscale_floor >= 0):
             raise ProlasError("--lengthscale-floor must be a finite number >= 0")
@@ -134,11 +160,12 @@ class FitConfig:
 
     def key(self) -> dict:
         """The settings that identify a fit (fit caches, journal fingerprints): every
-        field, except ``lengthscale_floor`` at 0, so that keys written before the field
-        existed still hold for the fits they describe."""
+        field, except ``lengthscale_floor`` at 0 (keys written before the field existed
+        lacked it), and the fitter's version :data:`FIT_ALGORITHM`."""
         d = asdict(self)
         if d["lengthscale_floor"] == 0.0:
             del d["lengthscale_floor"]
+        d["algorithm"] = FIT_ALGORITHM
         return d
 
 
@@ -282,6 +309,76 @@ def _minimise(
     return best[0], ll
 
 
+def _screen(
+    starts: np.ndarray,
+    stages: tuple[tuple[int, int, int], ...],
+    on_points,
+    config: FitConfig,
+) -> list[np.ndarray]:
+    """Successive screening (:meth:`FitConfig.schedule`): the candidates after the last
+    stage, best first (failed ones dropped)."""
+    cands = [(np.asarray(th), 0.0) for th in starts]
+    for k, (count, iters, points) in enumerate(stages):
+        if k:
+            cands = cands[: max(int(count), 1)]
+        m, yy = on_points(points)
+        cands = [_minimise(m, th, yy, iters, config.tolerance) for th, _ in cands]
+        cands = [(th, ll) for th, ll in cands if math.isfinite(ll)]
+        cands.sort(key=lambda c: -c[1])
+    return [th for th, _ in cands]
+
+
+def _hop_moves(model: GramModel, theta: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+    """Single-parameter jumps of ``theta`` to other basins: each PER period to the two
+    strongest periodogram peaks and to a period beyond the span (PER then acts as a smooth
+    kernel); each SE/RQ lengthscale five times longer or shorter; each change location
+    (or window start) to the data's two most likely break points; each LIN offset to the
+    other end of the data."""
+    moves = []
+    breaks = periods = None
+    for k, p in enumerate(model.params):
+        values: list[float] = []
+        if p.name == "period":
+            if periods is None:
+                periods = candidate_periods(model.t, y, math.exp(p.lower))
+            values = [math.log(v) for v in [*periods[:2], 2.0]]
+        elif p.name == "lengthscale" and p.kernel != "PER":
+            values = [theta[k] + math.log(5.0), theta[k] - math.log(5.0)]
+        elif p.name in ("location", "start"):
+            if breaks is None:
+                breaks = candidate_breaks(model.t, y)
+            values = list(breaks[:2])
+        elif p.name == "offset":
+            values = [1.0 if theta[k] < 0.5 else 0.0]
+        for v in values:
+            th = theta.copy()
+            th[k] = min(max(v, p.lower), p.upper)
+            if abs(th[k] - theta[k]) > 0.05:
+                moves.append(th)
+    return moves
+
+
+def _hop(
+    model: GramModel, theta: np.ndarray, ll: float, y: np.ndarray, config: FitConfig
+) -> tuple[np.ndarray, float]:
+    """Basin hopping from the best polished fit: every move of :func:`_hop_moves` runs
+    ``hop_iter`` iterations; the best that beats the fit is polished; ``hops`` rounds."""
+    for _ in range(config.hops):
+        tried = [
+            _minimise(model, th, y, config.hop_iter, config.tolerance)
+            for th in _hop_moves(model, theta, y)
+        ]
+        tried = [(th, v) for th, v in tried if math.isfinite(v) and v > ll + 0.01]
+        if not tried:
+            break
+        th, _ = max(tried, key=lambda c: c[1])
+        th, v = _minimise(model, th, y, config.max_iter, config.tolerance)
+        if not v > ll:
+            break
+        theta, ll = th, v
+    return theta, ll
+
+
 def _fit_config(config: FitConfig | None, restarts: int | None, seed: int | None) -> FitConfig:
     config = config or FitConfig()
     changes = {k: v for k, v in (("restarts", restarts), ("seed", seed)) if v is not None}
@@ -296,6 +393,7 @@ def fit_gp(
     restarts: int | None = None,
     seed: int | None = None,
     init: FitResult | Sequence[FitResult] | None = None,
+    cold: bool = True,
 ) -> FitResult:
     """Fit an expression by exact marginal likelihood with random restarts.
 
@@ -305,11 +403,15 @@ def fit_gp(
     :class:`prolas.gp.gram.GramModel`).
 
     Args:
-        init: fitted related expressions (natural units) whose hyperparameters start
-            extra restarts (:func:`inherit_theta`). Every warm-started restart is
-            polished on top of the ``keep`` best cold ones, which are chosen as without
-            ``init``: the fit is never worse than its best warm start, nor than the
-            cold fit.
+        init: fitted related expressions (natural units) to start from, besides the
+            random restarts. One that ``expr`` contains (:mod:`prolas.nesting`) starts a
+            polish exactly at its optimum (:func:`prolas.gp.starts.embed_theta`), so the
+            fit ends at or above its log-likelihood; every one also starts a restart from
+            the hyperparameters it shares (:func:`inherit_theta`), screened and polished
+            on top of the ``keep`` best cold ones, which are chosen as without ``init``:
+            the fit is never worse than the cold fit.
+        cold: ``False`` skips the random restarts and fits from ``init`` alone (a
+            repair of a fit that a contained sub-model beat).
 
     Never raises for numerical trouble: if every restart fails after
     ``config.attempts`` fresh initialisations, the result has ``status="failed"`` and
@@ -320,7 +422,7 @@ def fit_gp(
     # 144 x 144 dot product. Large N keeps the threads.
     threads = 1 if dataset.n <= 2000 else None
     with threadpool_limits(limits=threads, user_api="blas"):
-        return _fit_gp(expr, dataset, _fit_config(config, restarts, seed), init)
+        return _fit_gp(expr, dataset, _fit_config(config, restarts, seed), init, cold)
 
 
 def _fit_gp(
@@ -328,6 +430,7 @@ def _fit_gp(
     dataset: Dataset,
     config: FitConfig,
     init: FitResult | Sequence[FitResult] | None,
+    cold: bool = True,
 ) -> FitResult:
     t_start = time.perf_counter()
     expr = parse(expr) if isinstance(expr, str) else expr
@@ -341,87 +444,117 @@ def _fit_gp(
     ls_floor_t = float(config.lengthscale_floor) * dataset.spacing / s
     if not (math.isfinite(s) and s > 0 and np.all(np.isfinite(t)) and np.all(np.isfinite(y))):
         return _failed(expr, dataset, t_start, "inputs or targets not finite after scaling", R)
+    if not cold and not inits:
+        return _failed(expr, dataset, t_start, "no fit to start from (cold=False)", R)
     model = GramModel(expr, t, floor_t, ls_floor_t)
-    screen_idx = dataset.spaced_indices(config.screen_points)
-    screen = (
-        model
-        if screen_idx.size == dataset.n
-        else GramModel(expr, t[screen_idx], floor_t, ls_floor_t)
-    )
+    subsets: dict[int, tuple[GramModel, np.ndarray]] = {}
+
+    def on_points(points: int) -> tuple[GramModel, np.ndarray]:
+        """The model and targets on at most ``points`` evenly spaced points."""
+        idx = dataset.spaced_indices(points)
+        if idx.size == dataset.n:
+            return model, y
+        if idx.size not in subsets:
+            subsets[idx.size] = (GramModel(expr, t[idx], floor_t, ls_floor_t), y[idx])
+        return subsets[idx.size]
+
     # seed from (config.seed, expression) so that a fit does not depend on the order
     # in which a search happens to evaluate expressions
     key = int.from_bytes(str(expr).encode(), "little") % (2**32)
     rng = np.random.default_rng([config.seed, key])
     errors = []
+    stages = config.schedule()
     for attempt in range(config.attempts):
         starts = initial_thetas(model, y, floor_t, rng, R)
-        warm = []
+        exact, warm = [], []
         for f in inits if attempt == 0 else ():
             try:
+                if (emb := embedding(expr, f.expression)) is not None:
+                    exact.append(embed_theta(model, f, emb, starts[0], x0, s))
                 warm.append(inherit_theta(model, f, starts[0], x0, s))
             except (OverflowError, ZeroDivisionError, ValueError) as exc:
                 errors.append(f"warm start from {f.expression} skipped ({exc})")
-        # Phase 1: every start, a few iterations, on the subsample.
-        screened = [
-            _minimise(screen, th, y[screen_idx], config.screen_iter, config.tolerance)
-            for th in [*warm, *starts]
-        ]
-        score = np.array([ll if math.isfinite(ll) else -math.inf for _, ll in screened])
-        order = [int(r) for r in np.argsort(-score, kind="stable") if math.isfinite(score[r])]
-        # Phase 2: polish to convergence on all the data the ``keep`` most promising
-        # random starts, chosen as if there were no warm starts, and every warm start
-        # besides: a warm fit is never worse than the cold one.
-        chosen = [r for r in order if r >= len(warm)][: config.keep]
-        chosen += [r for r in range(len(warm)) if math.isfinite(score[r])]
+        # Screening: every random start runs the stages, the best going on to the next;
+        # the ``keep`` best are then polished to convergence on all the data.
+        chosen = _screen(starts, stages, on_points, config)[: config.keep] if cold else []
+        # A warm start is screened in the first stage and polished besides (a warm fit is
+        # never worse than the cold one); an exact start is polished from where it is: at
+        # a contained sub-model's optimum on all the data.
+        if warm:
+            first = stages[0]
+            sm, sy = on_points(first[2])
+            screened = [_minimise(sm, th, sy, first[1], config.tolerance) for th in warm]
+            chosen += [th for th, ll in screened if math.isfinite(ll)]
+        if config.polish_points and cold:
+            # converge on a subsample first: the full-data polish then starts near its end
+            pm, py = on_points(config.polish_points)
+            chosen = [_minimise(pm, th, py, config.max_iter, config.tolerance)[0] for th in chosen]
         polished = [
-            _minimise(model, screened[r][0], y, config.max_iter, config.tolerance) for r in chosen
+            _minimise(model, th, y, config.max_iter, config.tolerance) for th in [*chosen, *exact]
         ]
         polished = [(th, ll) for th, ll in polished if math.isfinite(ll)]
         if not polished:
-            errors.append(f"attempt {attempt + 1}: all {len(screened)} restarts failed (Cholesky)")
+            tried = (R if cold else 0) + len(warm) + len(exact)
+            errors.append(f"attempt {attempt + 1}: all {tried} restarts failed (Cholesky)")
             continue
         polished.sort(key=lambda p: -p[1])
+        if config.hops and cold:
+            polished.insert(0, _hop(model, *polished[0], y, config))
         restart_lls = tuple(float(ll) for _, ll in polished)
         for theta, ll in polished:
-            try:
-                terms, noise = theta_to_natural(model, theta, x0, s)
-            except (OverflowError, ZeroDivisionError) as exc:
-                # e.g. a LIN variance in x's units is v / span^2: beyond float range when
-                # the span is ~1e155 or ~1e-155
-                errors.append(f"hyperparameters not representable in x's units ({exc})")
-                continue
-            fit = FitResult(
-                expression=str(expr),
-                status="ok",
-                n=dataset.n,
-                n_params=expr.n_params,
-                terms=terms,
-                noise_variance=noise,
-                restarts=R,
-                restart_log_likelihoods=restart_lls,
-            )
-            ll_nat = _natural_log_likelihood(fit, dataset)
-            if not math.isfinite(ll_nat):
-                errors.append("natural-unit covariance not positive definite")
-                continue
-            if abs(ll_nat - ll) > 1e-3 * max(1.0, abs(ll_nat)):
-                warnings.warn(
-                    f"{expr}: log-likelihood changed from {ll:.4f} to {ll_nat:.4f} "
-                    "when converting to natural units",
-                    NumericsWarning,
-                    stacklevel=2,
-                )
-            fit = replace(
-                fit,
-                log_likelihood=ll_nat,
-                bic=bic(ll_nat, expr.n_params, dataset.n),
-                seconds=time.perf_counter() - t_start,
-            )
-            problem = first_non_finite(fit.to_json())
-            if problem is None:
-                return fit
-            errors.append(f"non-finite {problem}")
+            fit = _natural_fit(expr, model, theta, ll, dataset, R, restart_lls, errors)
+            if fit is not None:
+                return replace(fit, seconds=time.perf_counter() - t_start)
     return _failed(expr, dataset, t_start, "; ".join(errors) or "fit failed", R)
+
+
+def _natural_fit(
+    expr: Expression,
+    model: GramModel,
+    theta: np.ndarray,
+    ll: float,
+    dataset: Dataset,
+    R: int,
+    restart_lls: tuple[float, ...],
+    errors: list[str],
+) -> FitResult | None:
+    """The fit at ``theta`` in x's own units, its log-likelihood recomputed there; ``None``
+    (the reason appended to ``errors``) when it cannot be represented or is not finite."""
+    x0, s = float(dataset.x[0]), float(dataset.span)
+    try:
+        terms, noise = theta_to_natural(model, theta, x0, s)
+    except (OverflowError, ZeroDivisionError) as exc:
+        # e.g. a LIN variance in x's units is v / span^2: beyond float range when
+        # the span is ~1e155 or ~1e-155
+        errors.append(f"hyperparameters not representable in x's units ({exc})")
+        return None
+    fit = FitResult(
+        expression=str(expr),
+        status="ok",
+        n=dataset.n,
+        n_params=expr.n_params,
+        terms=terms,
+        noise_variance=noise,
+        restarts=R,
+        restart_log_likelihoods=restart_lls,
+    )
+    ll_nat = _natural_log_likelihood(fit, dataset)
+    if not math.isfinite(ll_nat):
+        errors.append("natural-unit covariance not positive definite")
+        return None
+    if abs(ll_nat - ll) > 1e-3 * max(1.0, abs(ll_nat)):
+        warnings.warn(
+            f"{expr}: log-likelihood changed from {ll:.4f} to {ll_nat:.4f} "
+            "when converting to natural units",
+            NumericsWarning,
+            stacklevel=3,
+        )
+    fit = replace(fit, log_likelihood=ll_nat, bic=bic(ll_nat, expr.n_params, dataset.n))
+    problem = first_non_finite(fit.to_json())
+    if problem is not None:
+        errors.append(f"non-finite {problem}")
+        return None
+    return fit
 
 
 def _failed(expr: Expression, dataset: Dataset, t_start: float, error: str, R: int) -> FitResult:
@@ -450,3 +583,12 @@ class GPScorer:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumericsWarning)
             return fit_gp(expr, self.dataset, self.config, init=init or None).to_score()
+
+    def refit(self, expr: Expression, init: Sequence[FitResult]) -> Score:
+        """Refit ``expr`` from ``init`` alone (no random restarts): the repair of a fit
+        that a contained sub-model's fit beat (:class:`prolas.search.evaluator.Evaluator`)."""
+        if self.threads is not None and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NumericsWarning)
+            return fit_gp(expr, self.dataset, self.config, init=init, cold=False).to_score()

@@ -50,8 +50,12 @@ def summary_table(result: SearchResult, best_fit: FitResult | None, top: int = 5
         cells += [c.rjust(w) for c, w in zip(r[2:], widths[2:])]
         lines.append("  ".join(cells).rstrip())
     failed = sum(not e.ok for e in result.history)
+    repaired = sum(bool(getattr(e, "repaired_from", None)) for e in result.history)
+    # a repair: a fit redone from a contained sub-model that beat it (no budget)
+    also = f", {repaired} refitted from a sub-model that beat them" if repaired else ""
     lines.append(
-        f"{len(result.history)} evaluations ({failed} failed) in {result.wall_seconds:.1f} s"
+        f"{len(result.history)} evaluations ({failed} failed{also}) in "
+        f"{result.wall_seconds:.1f} s"
     )
     if best_fit is not None and best_fit.ok:
         where = ""

@@ -15,7 +15,9 @@ of a cached benchmark run is *not* a measure of search cost.
 A warm-started fit (:class:`prolas.search.evaluator.Evaluator` ``warm_fits``) is a
 function of the expression *and* of the fits it started from, so its entry is keyed by
 both (:func:`warm_key`): the expression, then ``|warm:`` and a digest of the starting
-fits' parameters. A cold fit's key is the expression alone, as before.
+fits' parameters. A cold fit's key is the expression alone, as before. A repair (a fit
+redone from a contained sub-model's optimum alone, :meth:`CachedScorer.refit`) is keyed by
+the expression, ``|repair:`` and the digest of that sub-model's fit.
 """
 
 from __future__ import annotations
@@ -94,14 +96,21 @@ class CachedScorer:
 
     def __call__(self, expr: Expression, init: tuple = ()) -> Score:
         digest = _warm_digest(init)
-        key = _key(expr, digest)
+        return self._cached(expr, _key(expr, digest), digest, lambda: self.scorer(expr, init))
+
+    def refit(self, expr: Expression, init: tuple) -> Score:
+        """:meth:`prolas.gp.GPScorer.refit` (a repair), cached under its own key."""
+        digest = f"repair:{_warm_digest(init)}"
+        return self._cached(expr, _key(expr, digest), digest, lambda: self.scorer.refit(expr, init))
+
+    def _cached(self, expr: Expression, key: str, digest: str | None, fit_now) -> Score:
         with self._lock:
             hit = self._table.get(key)
         if hit is not None:
             self.hits += 1
             return hit.to_score()
         self.misses += 1
-        score = self.scorer(expr, init)
+        score = fit_now()
         fit = score.fit
         if isinstance(fit, FitResult):
             with self._lock:

@@ -69,6 +69,11 @@ class SearchConfig:
         warm_fits: each new expression's fit also starts from the fitted
             hyperparameters of the best and of the most similar expression evaluated
             so far (:func:`prolas.search.evaluator.related_fits`).
+        nested: each new expression's fit also starts exactly at the optimum of the best
+            sub-model it contains that the search has fitted, and a fit that a later
+            sub-model beats is repaired (:class:`prolas.search.evaluator.Evaluator`), so
+            no fitted model ends below one it contains. On by default; off only to
+            measure what it brings.
     """
 
     method: str = "prolas"
@@ -88,6 +93,7 @@ class SearchConfig:
     search_points: int = SEARCH_POINTS
     lengthscale_floor: float = LENGTHSCALE_FLOOR
     warm_fits: bool = WARM_FITS
+    nested: bool = True
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:

@@ -18,6 +18,17 @@ from). The scorer is then called as
 alone; the sources are taken from the history before a batch starts, so a batch
 fitted in parallel gives the same results as one fitted in sequence.
 
+Nested models (``nested=True``, the default). When E contains an expression S the search
+has already fitted (:func:`prolas.nesting.contains`: S is a limit of E's hyperparameters),
+the fit of E also starts exactly at S's optimum (:func:`nested_source`: the contained fit
+with the highest log-likelihood), so ``loglik(E) >= loglik(S)``; and when a new fit S
+beats an E fitted earlier that contains it, E is refitted from S's optimum (a *repair*,
+:class:`Repair`): its history entry keeps its index, takes the better fit and records
+``repaired_from``, and the repair costs no budget. So every finished search satisfies
+``loglik(E) >= loglik(S) - NESTED_TOLERANCE`` for every fitted pair where E contains S
+(:func:`nested_violations` checks it). Repairs need a scorer with a ``refit`` method
+(:class:`prolas.gp.GPScorer`); synthetic scorers have none.
+
 Every score passes :func:`checked_score` before it enters the history: an ``"ok"``
 score whose BIC or log-likelihood, or whose attached fit (its ``to_json()`` block:
 terms, factors, noise variance), holds a number that is not finite becomes a failed
@@ -43,10 +54,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from prolas.expr import Expression, parse
+from prolas.nesting import contains
 from prolas.records import Evaluation, Score, SearchResult, first_non_finite, one_line
 
 __all__ = [
+    "NESTED_TOLERANCE",
+    "REPAIR_MARGIN",
+    "Repair",
     "checked_score",
+    "nested_source",
+    "nested_violations",
     "related_fits",
     "Scorer",
     "Evaluator",
@@ -170,6 +187,65 @@ def related_fits(expr: Expression, history: Sequence[Evaluation]) -> tuple[Any, 
     return (best.fit,) if near is best else (best.fit, near.fit)
 
 
+#: The invariant of a finished search: no fitted E below a fitted S it contains by more
+#: than this many nats (:func:`nested_violations`).
+NESTED_TOLERANCE = 0.1
+#: A fitted E more than this many nats below a newly fitted S it contains is repaired.
+REPAIR_MARGIN = 0.01
+
+
+def nested_source(expr: Expression, history: Sequence[Evaluation]) -> Evaluation | None:
+    """The evaluation to embed in ``expr``'s fit: of the successful, fitted evaluations
+    whose expression ``expr`` contains (:func:`prolas.nesting.contains`), the one with
+    the highest log-likelihood (ties to the earlier); ``None`` if there is none."""
+    key = str(expr)
+    best = None
+    for e in history:
+        if not (e.ok and e.fit is not None and e.expression != key):
+            continue
+        if best is not None and e.log_likelihood <= best.log_likelihood:
+            continue
+        if contains(key, e.expression):
+            best = e
+    return best
+
+
+def nested_violations(
+    history: Sequence[Evaluation], tolerance: float = NESTED_TOLERANCE
+) -> list[tuple[str, str, float]]:
+    """Every fitted pair (E, S) of ``history`` where E contains S and
+    ``loglik(E) < loglik(S) - tolerance``, as ``(E, S, shortfall in nats)``."""
+    ok = [e for e in history if e.ok]
+    out = []
+    for s in ok:
+        for e in ok:
+            short = s.log_likelihood - e.log_likelihood
+            if short > tolerance and contains(e.expression, s.expression):
+                out.append((e.expression, s.expression, short))
+    return out
+
+
+@dataclass(frozen=True)
+class Repair:
+    """A fit redone from a contained sub-model's optimum (module docstring).
+
+    Attributes:
+        index: the history index of the repaired evaluation (E).
+        expression: E.
+        source: S, the sub-model whose optimum E was refitted from.
+        before: E's log-likelihood before the repair.
+        evaluation: E's history entry after it (``repaired_from`` = S).
+        seconds: what the refit took.
+    """
+
+    index: int
+    expression: str
+    source: str
+    before: float
+    evaluation: Evaluation
+    seconds: float
+
+
 @dataclass(frozen=True)
 class TableScorer:
     """Synthetic scorer: a fixed score per canonical expression (for tests and demos).
@@ -210,6 +286,9 @@ class Evaluator:
             before the evaluation is recorded as failed.
         warm_fits: call the scorer as ``scorer(expr, related_fits(expr, history))``
             (module docstring).
+        nested: start each fit also from the best contained sub-model fitted so far
+            and repair fits a later sub-model beats (module docstring).
+        on_repair: called with each :class:`Repair` (e.g. to journal it).
 
     Parallel batches are deterministic: results may arrive in any order, but the
     history, the indices and the ``on_result`` calls follow the proposal order.
@@ -233,6 +312,8 @@ class Evaluator:
         on_result: Callable[[Evaluation], None] | None = None,
         retries: int = 1,
         warm_fits: bool = False,
+        nested: bool = True,
+        on_repair: Callable[[Repair], None] | None = None,
     ) -> None:
         if budget < 1:
             raise ValueError("budget must be >= 1")
@@ -244,6 +325,10 @@ class Evaluator:
         self.on_result = on_result
         self.retries = retries
         self.warm_fits = bool(warm_fits)
+        self.nested = bool(nested)
+        self.on_repair = on_repair
+        self.repairs: list[Repair] = []
+        self._replay_repairs: dict[tuple[str, str], Repair] = {}
         self.history: list[Evaluation] = []
         self._cache: dict[str, Evaluation] = {}
         self._replay: dict[str, Evaluation] = {}  # preloaded, not yet re-proposed
@@ -281,7 +366,12 @@ class Evaluator:
     def lookup(self, expr: Expression | str) -> Evaluation | None:
         return self._cache.get(str(expr))
 
-    def preload(self, evaluations: Iterable[Evaluation], elapsed: float = 0.0) -> None:
+    def preload(
+        self,
+        evaluations: Iterable[Evaluation],
+        elapsed: float = 0.0,
+        repairs: Iterable[Repair] = (),
+    ) -> None:
         """Register finished evaluations (e.g. from a journal) for replay, without re-fitting.
 
         Resuming means re-running the (deterministic) strategy from the start: when it
@@ -297,11 +387,15 @@ class Evaluator:
         Args:
             evaluations: in their original order; repeated expressions are ignored.
             elapsed: wall seconds already spent on them (added to ``wall_seconds``).
+            repairs: journalled :class:`Repair` s; when the replay meets the same
+                repair (the same E below the same S) the recorded refit is used.
         """
         for e in evaluations:
             if e.expression in self._cache or e.expression in self._replay:
                 continue
             self._replay[e.expression] = replace(e, cached=False)
+        for r in repairs:
+            self._replay_repairs[(r.expression, r.source)] = r
         self.started -= float(elapsed)
 
     # --- evaluation -------------------------------------------------------------------
@@ -356,8 +450,11 @@ class Evaluator:
                 emitted += 1
                 return
 
+        first_new = self.n_unique
         self._run(fits, lambda i, s: emit_upto(i, s))
         emit_upto(-1, None)  # trailing replays
+        if self.nested:
+            self._repair_below(self.history[first_new:])
         out = []
         for e in exprs:
             hit = self._cache.get(str(e))
@@ -367,6 +464,65 @@ class Evaluator:
         fresh_keys = {str(n) for n in fresh}
         self.cache_hits += sum(str(e) not in fresh_keys for e in exprs)
         return [replace(h, cached=str(e) not in fresh_keys) for e, h in zip(exprs, out)]
+
+    def _starts(self, expr: Expression) -> tuple:
+        """The scorer's extra arguments for ``expr``: ``(init,)`` with the fits to start
+        from (the best contained sub-model's, then the related fits of ``warm_fits``),
+        or ``()`` when there are none (a scorer without fits is called as before)."""
+        init: list = []
+        if self.nested and (sub := nested_source(expr, self.history)) is not None:
+            init.append(sub.fit)
+        if self.warm_fits:
+            init += [f for f in related_fits(expr, self.history) if f not in init]
+        return (tuple(init),) if init or self.warm_fits else ()
+
+    def _repair_below(self, new: Sequence[Evaluation]) -> None:
+        """Repair every fitted E that contains one of ``new`` (or, in turn, a repaired
+        entry) and lies more than :data:`REPAIR_MARGIN` below it (module docstring)."""
+        refit = getattr(self.scorer, "refit", None)
+        queue = [e for e in new if e.ok and e.fit is not None]
+        while queue:
+            sub = queue.pop(0)
+            for i, e in enumerate(self.history):
+                if not (e.ok and e.fit is not None):
+                    continue
+                if e.log_likelihood >= sub.log_likelihood - REPAIR_MARGIN:
+                    continue
+                if not contains(e.expression, sub.expression):
+                    continue
+                repair = self._replay_repairs.pop((e.expression, sub.expression), None)
+                if repair is None:
+                    if refit is None:
+                        continue
+                    repair = self._refit(e, sub, refit)
+                    if repair is None:
+                        continue
+                    if self.on_repair is not None:
+                        self.on_repair(repair)
+                self.repairs.append(repair)
+                fixed = replace(repair.evaluation, index=e.index, cached=False)
+                self.history[i] = fixed
+                self._cache[fixed.expression] = fixed
+                queue.append(fixed)
+
+    def _refit(self, e: Evaluation, sub: Evaluation, refit: Callable) -> Repair | None:
+        """Refit E from S's optimum; the :class:`Repair`, or ``None`` if it gained nothing."""
+        t0 = time.perf_counter()
+        try:
+            score = checked_score(refit(parse(e.expression), (sub.fit,)), parse(e.expression))
+        except Exception:  # a failed repair leaves the evaluation as it was
+            return None
+        seconds = time.perf_counter() - t0
+        if not (score.status == "ok" and score.log_likelihood > e.log_likelihood):
+            return None
+        fixed = replace(
+            e,
+            bic=score.bic,
+            log_likelihood=score.log_likelihood,
+            fit=score.fit,
+            repaired_from=sub.expression,
+        )
+        return Repair(e.index, e.expression, sub.expression, e.log_likelihood, fixed, seconds)
 
     def _append(self, ev: Evaluation) -> None:
         self.history.append(ev)
@@ -403,8 +559,8 @@ class Evaluator:
         def emit(i: int, score: Any) -> None:
             raw_emit(i, checked_score(score, exprs[i]))
 
-        # warm starts come from the history before the batch (module docstring)
-        args = [(related_fits(e, self.history),) if self.warm_fits else () for e in exprs]
+        # warm and nested starts come from the history before the batch (module docstring)
+        args = [self._starts(e) for e in exprs]
         if self.executor is None:
             for i, e in enumerate(exprs):
                 emit(i, self._call_safely(e, args[i]))
@@ -467,15 +623,25 @@ class Evaluator:
             return Score.failed(expr, _exception_reason(exc, note), time.perf_counter() - t0)
 
     def result(self, method: str, seed: int, extra: dict | None = None) -> SearchResult:
-        """The search so far; preloaded evaluations never replayed are appended last."""
+        """The search so far; preloaded evaluations never replayed are appended last
+        (with their journalled repairs applied). ``extra["repairs"]`` counts repairs."""
         history = list(self.history)
+        pending: dict[str, Repair] = {}
+        for r in self._replay_repairs.values():
+            old = pending.get(r.expression)
+            if old is None or r.evaluation.log_likelihood > old.evaluation.log_likelihood:
+                pending[r.expression] = r
         for e in self._replay.values():
+            e = pending[e.expression].evaluation if e.expression in pending else e
             history.append(replace(e, index=len(history) + 1))
+        extra = dict(extra or {})
+        if self.repairs:
+            extra["repairs"] = len(self.repairs)
         return SearchResult(
             method=method,
             seed=seed,
             budget=self.budget,
             history=history,
             wall_seconds=time.perf_counter() - self.started,
-            extra=dict(extra or {}),
+            extra=extra,
         )

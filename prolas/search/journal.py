@@ -14,6 +14,11 @@ File format (JSON lines, UTF-8):
   result.json plus ``n``, ``seconds``, ``restarts``; ``null`` for a failed fit), so
   the best model of a resumed search needs no refit.
 
+* a *repair* line when a fit was redone from a contained sub-model's optimum
+  (:class:`~prolas.search.evaluator.Repair`): the repaired entry as above (same index)
+  plus ``"repair": {"source": S, "before": log-likelihood before, "seconds": …}``. On
+  resume the replayed search meets the same repair and takes the recorded refit.
+
 Every line is written, flushed and ``fsync``-ed by :meth:`Journal.append` from the
 Evaluator's ``on_result`` hook, i.e. before the search sees the result and moves on.
 Durability therefore costs one fsync (≈ milliseconds) per GP fit (≈ seconds).
@@ -64,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 from prolas.errors import OutputExistsError, ProlasError
 from prolas.expr import parse
 from prolas.records import HISTORY_KEYS, Evaluation, dumps_strict
-from prolas.search.evaluator import Evaluator
+from prolas.search.evaluator import Evaluator, Repair
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.data import Dataset
@@ -119,6 +124,8 @@ def fingerprint(dataset: Dataset, config: SearchConfig) -> dict[str, Any]:
     }
     if config.warm_fits:  # absent when off, so journals of cold searches still resume
         fp["warm_fits"] = True
+    if not config.nested:  # nested starts and repairs change what a search fits
+        fp["nested"] = False
     from prolas.search.config import search_data
 
     searched = search_data(dataset, config).n
@@ -184,6 +191,8 @@ def entry_to_json(ev: Evaluation, elapsed: float) -> dict[str, Any]:
     from prolas.gp import FitResult
 
     d: dict[str, Any] = {k: getattr(ev, k) for k in _ENTRY_KEYS}
+    if ev.repaired_from:
+        d["repaired_from"] = ev.repaired_from
     if d["status"] != "ok":
         for k in ("bic", "log_likelihood"):
             d[k] = _finite(d[k])
@@ -237,22 +246,59 @@ def entry_from_json(d: Any) -> tuple[Evaluation, float]:
         seconds=_number_or_nan(d["seconds"]),
         error=d["error"],
         fit=fit,
+        repaired_from=d.get("repaired_from"),
     )
     elapsed = _number_or_nan(d["elapsed"])
     return ev, elapsed if math.isfinite(elapsed) else 0.0
 
 
+def repair_to_json(repair: Repair, elapsed: float) -> dict[str, Any]:
+    """One journal line for a repair: the repaired entry plus what it was repaired from."""
+    d = entry_to_json(repair.evaluation, elapsed)
+    d["repair"] = {
+        "source": repair.source,
+        "before": repair.before,
+        "seconds": _finite(repair.seconds),
+    }
+    return d
+
+
+def repair_from_json(d: dict) -> tuple[Repair, float]:
+    """Inverse of :func:`repair_to_json`; ``ValueError``/``KeyError``/``TypeError`` if malformed."""
+    info = d["repair"]
+    if not isinstance(info, dict):
+        raise TypeError("repair is not a JSON object")
+    ev, elapsed = entry_from_json({k: v for k, v in d.items() if k != "repair"})
+    source = info["source"]
+    if not isinstance(source, str) or str(parse(source)) != source:
+        raise ValueError(f"repair source {source!r} is not canonical")
+    if ev.fit is None or ev.repaired_from != source:
+        raise ValueError("a repair line needs its fit and repaired_from = its source")
+    repair = Repair(
+        index=int(ev.index),
+        expression=ev.expression,
+        source=source,
+        before=float(info["before"]),
+        evaluation=ev,
+        seconds=_number_or_nan(info["seconds"]),
+    )
+    return repair, elapsed
+
+
 # --- reading ---------------------------------------------------------------------------
 
 
-def read_journal(path: str | Path) -> tuple[dict | None, list[Evaluation], float, int | None]:
+def read_journal(
+    path: str | Path,
+) -> tuple[dict | None, list[Evaluation], float, int | None, list[Repair]]:
     """Parse a journal.
 
     Returns:
-        ``(header, entries, elapsed, keep_bytes)``: the header (``None`` if the file
-        is empty or only holds a torn header), the evaluations in order, the wall
-        seconds of the last one, and the byte length of the valid prefix when a torn
-        last line was dropped (``None`` if the file is intact).
+        ``(header, entries, elapsed, keep_bytes, repairs)``: the header (``None`` if the
+        file is empty or only holds a torn header), the evaluations in order (as first
+        fitted), the wall seconds of the last line, the byte length of the valid prefix
+        when a torn last line was dropped (``None`` if the file is intact), and the
+        repairs in order.
     Raises:
         JournalError: a bad line before the last, or a first line that is not a header.
     """
@@ -263,6 +309,7 @@ def read_journal(path: str | Path) -> tuple[dict | None, list[Evaluation], float
         lines.pop()  # the file ends with a newline, as it should
     header: dict | None = None
     entries: list[Evaluation] = []
+    repairs: list[Repair] = []
     elapsed = 0.0
     offset = 0
     keep: int | None = None
@@ -276,6 +323,9 @@ def read_journal(path: str | Path) -> tuple[dict | None, list[Evaluation], float
                 if not isinstance(d.get("fingerprint"), dict):
                     raise ValueError("header without a fingerprint")
                 header = d
+            elif isinstance(d, dict) and "repair" in d:
+                repair, elapsed = repair_from_json(d)
+                repairs.append(repair)
             else:
                 ev, elapsed = entry_from_json(d)
                 entries.append(ev)
@@ -297,7 +347,7 @@ def read_journal(path: str | Path) -> tuple[dict | None, list[Evaluation], float
         offset += len(line) + 1
     if keep is None and raw and not raw.endswith(b"\n"):
         keep = len(raw)  # complete last line without its newline: add it before appending
-    return header, entries, elapsed, keep
+    return header, entries, elapsed, keep, repairs
 
 
 # --- the journal ---------------------------------------------------------------------------
@@ -316,10 +366,18 @@ class Journal:
         elapsed: wall seconds the journalled part of the search took.
     """
 
-    def __init__(self, path: Path, fp: dict, entries: list[Evaluation], elapsed: float) -> None:
+    def __init__(
+        self,
+        path: Path,
+        fp: dict,
+        entries: list[Evaluation],
+        elapsed: float,
+        repairs: list[Repair] | None = None,
+    ) -> None:
         self.path = path
         self.fingerprint = fp
         self.entries = entries
+        self.repairs = list(repairs or [])
         self.elapsed = elapsed
         self.appended = 0
         self._fh = open(path, "ab")  # noqa: SIM115 - closed by close()
@@ -349,7 +407,7 @@ class Journal:
             raise JournalError(
                 f"--resume: no journal at {path}; nothing to resume (run without --resume)"
             )
-        header, entries, elapsed, keep = read_journal(path)
+        header, entries, elapsed, keep, repairs = read_journal(path)
         if header is None:  # nothing was journalled, not even the whole header
             warnings.warn(
                 f"{path} held no complete header; starting afresh", JournalWarning, stacklevel=2
@@ -370,7 +428,7 @@ class Journal:
                     fh.write(b"\n")
                 fh.flush()
                 os.fsync(fh.fileno())
-        return cls(path, fp, entries, elapsed)
+        return cls(path, fp, entries, elapsed, repairs)
 
     def append(self, ev: Evaluation, elapsed: float) -> None:
         """Write one evaluation durably (write, flush, fsync) before returning."""
@@ -381,13 +439,29 @@ class Journal:
         os.fsync(self._fh.fileno())
         self.appended += 1
 
+    def append_repair(self, repair: Repair, elapsed: float) -> None:
+        """Write one repair durably, like :meth:`append`."""
+        line = dumps_strict(repair_to_json(repair, elapsed), what=f"{self.path} line").encode()
+        self._fh.write(line + b"\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
     def attach(self, evaluator: Evaluator) -> None:
-        """Preload the journalled evaluations for replay and journal every new one.
+        """Preload the journalled evaluations (and repairs) for replay and journal every
+        new one.
 
         The journal write runs before any ``on_result`` callback the evaluator
         already had (e.g. a progress bar).
         """
-        evaluator.preload(self.entries, elapsed=self.elapsed)
+        evaluator.preload(self.entries, elapsed=self.elapsed, repairs=self.repairs)
+        downstream_repair = evaluator.on_repair
+
+        def on_repair(repair: Repair) -> None:
+            self.append_repair(repair, time.perf_counter() - evaluator.started)
+            if downstream_repair is not None:
+                downstream_repair(repair)
+
+        evaluator.on_repair = on_repair
         downstream = evaluator.on_result
 
         def on_result(ev: Evaluation) -> None:

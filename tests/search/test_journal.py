@@ -205,7 +205,7 @@ def test_torn_last_line_is_dropped_with_a_warning_and_cut_before_appending(tmp_p
     assert [e.expression for e in j.entries] == ["SE", "LIN", "PER"]
     j.append(Evaluation(4, "RQ", "ok", 4.0, 4.0, 4, 0.1, None), 4.0)
     j.close()
-    header, entries, elapsed, keep = read_journal(path)
+    header, entries, elapsed, keep, _ = read_journal(path)
     assert keep is None and [e.expression for e in entries] == ["SE", "LIN", "PER", "RQ"]
     assert elapsed == 4.0 and header["fingerprint"] == FP
 
@@ -250,7 +250,7 @@ def test_torn_header_starts_afresh(tmp_path) -> None:
     with pytest.warns(JournalWarning):
         j = Journal.resume(path, FP)
     j.close()
-    header, entries, _, keep = read_journal(path)
+    header, entries, _, keep, _ = read_journal(path)
     assert header["fingerprint"] == FP and entries == [] and keep is None
 
 
