@@ -54,8 +54,7 @@ def summary_table(result: SearchResult, best_fit: FitResult | None, top: int = 5
     # a repair: a fit redone from a contained sub-model that beat it (no budget)
     also = f", {repaired} refitted from a sub-model that beat them" if repaired else ""
     lines.append(
-        f"{len(result.history)} evaluations ({failed} failed{also}) in "
-        f"{result.wall_seconds:.1f} s"
+        f"{len(result.history)} evaluations ({failed} failed{also}) in {result.wall_seconds:.1f} s"
     )
     if best_fit is not None and best_fit.ok:
         where = ""
