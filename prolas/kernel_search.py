@@ -1,13 +1,16 @@
 """KernelSearch: one object for the whole job, from a table to a report, a forecast and plots.
 
->>> import pandas as pd, prolas                                           # doctest: +SKIP
->>> df = pd.read_csv("notebooks/example_airline_dates.csv")               # doctest: +SKIP
->>> ks = prolas.KernelSearch(method="prolas", budget=50, seed=0).fit(
-...     df, x="month", y="passengers")                                     # doctest: +SKIP
->>> ks.best_.expression, ks.describe()                                    # doctest: +SKIP
->>> fc = ks.forecast(horizon=24, level=95)    # x, mean, lower, upper, components
->>> ks.plot(horizon=24); ks.plot_components(); ks.plot_convergence()      # doctest: +SKIP
->>> ks.save("out/airline", horizon=24)        # exactly what `prolas fit` writes
+Example::
+
+    import pandas as pd, prolas
+    df = pd.read_csv("notebooks/example_airline_dates.csv")  # month (dates), passengers
+    ks = prolas.KernelSearch(method="prolas", budget=50, seed=0).fit(
+        df, x="month", y="passengers"
+    )
+    ks.best_.expression, ks.describe()
+    fc = ks.forecast(horizon=24, level=95)  # x, mean, lower, upper, components
+    ks.plot(horizon=24), ks.plot_components(), ks.plot_convergence()
+    ks.save("out/airline", horizon=24)  # exactly what `prolas fit` writes
 
 It follows the conventions time-series users know: ``fit`` returns the object, whose
 fitted attributes end in an underscore (scikit-learn): ``data_`` (the
@@ -41,7 +44,7 @@ import pandas as pd
 from prolas.data import Dataset, as_dataset, timestamps_to_decimal_years
 from prolas.errors import ProlasError
 from prolas.fitjob import ForecastSettings, Outputs, no_model_error, searched_indices
-from prolas.limits import DEFAULT_FORECAST, FORECAST_MODELS
+from prolas.limits import DEFAULT_FORECAST, FORECAST_METHODS, FORECAST_MODELS
 from prolas.search.config import SearchConfig
 from prolas.threads import restore_threads
 
@@ -113,6 +116,15 @@ def _positive_or_none(value: int | None, name: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ProlasError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def _forecast_settings(horizon: int | None, method: str, models: int) -> ForecastSettings:
+    """The forecast arguments of :meth:`KernelSearch.forecast` and ``save``, checked with
+    the names the caller used."""
+    if method not in FORECAST_METHODS:
+        raise ProlasError(f"method must be one of {', '.join(FORECAST_METHODS)}, got {method!r}")
+    horizon = _positive_or_none(horizon, "horizon")
+    return ForecastSettings(horizon, method, _positive_or_none(models, "models"))
 
 
 class KernelSearch:
@@ -351,7 +363,7 @@ class KernelSearch:
             raise ProlasError(f"level is a percentage between 1 and 100 (e.g. 95), got {level}")
         if (horizon is None) == (x is None):
             raise ProlasError("give exactly one of horizon (future steps) and x (inputs)")
-        settings = ForecastSettings(horizon, method, _positive_or_none(models, "models"))
+        settings = _forecast_settings(horizon, method, models)
         xs = None if x is None else self._inputs(x)
         key = (horizon, None if xs is None else xs.tobytes(), float(level), method, models)
         if key not in self._forecasts:
@@ -516,7 +528,7 @@ class KernelSearch:
 
         self._fitted()
         test_data = self._test_data(test)
-        settings = ForecastSettings(horizon, method, _positive_or_none(models, "models"))
+        settings = _forecast_settings(horizon, method, models)
         fits = None  # the top models when made before (else write_outputs makes them)
         if horizon is not None and method != "best" and settings.models <= self._top_k:
             fits = self._top_fits(settings.models)
