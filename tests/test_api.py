@@ -268,3 +268,35 @@ def test_bad_input_is_a_one_line_error(monthly, fitted) -> None:
     one_line_error(lambda: fitted.forecast(x=["soon"]), "not dates")
     one_line_error(lambda: fitted.save("unused", horizon=3, models=0), "models must be")
     one_line_error(lambda: fitted.forecast(x=[1.0], horizon=2), "exactly one of horizon")
+
+
+def test_ctrl_c_keeps_the_finished_evaluations_and_a_partial_result(
+    monthly, tmp_path, monkeypatch
+) -> None:
+    """Ctrl-C after two fits: a SearchInterrupted (a KeyboardInterrupt) holding them; with
+    a journal, a valid partial result.json beside it (what `prolas fit` then reports)."""
+    from prolas.kernel_search import SearchInterrupted, SearchProgress
+    from prolas.search.journal import open_journal
+
+    def interrupt_at_the_second(self, ev) -> None:
+        if ev.index == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(SearchProgress, "update_eval", interrupt_at_the_second)
+    with pytest.raises(SearchInterrupted) as bare:
+        quick().fit(monthly, x="month", y="passengers")
+    assert isinstance(bare.value, KeyboardInterrupt) and bare.value.path is None
+    assert [e.index for e in bare.value.result.history] == [1, 2]
+
+    ks = quick()
+    data = prolas.as_dataset(monthly, x="month", y="passengers")
+    journal = open_journal(tmp_path, data, ks.config, resume=False, force=False)
+    try:
+        with pytest.raises(SearchInterrupted) as kept:
+            ks.fit(data, journal=journal)
+    finally:
+        journal.close()
+    assert kept.value.path == tmp_path / "result.json" and kept.value.result.evaluations == 2
+    doc = json.loads(kept.value.path.read_text())
+    validate_result_json(doc)
+    assert doc["search"]["evaluations"] == 2 and not hasattr(ks, "result_")
