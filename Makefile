@@ -18,7 +18,9 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: install
-	$(BIN)/prolas fit data/airline.csv --out prolas-out/airline --force
+	$(BIN)/prolas fit data/airline.csv --out prolas-out/airline --force --horizon 24
+	@echo "report: prolas-out/airline/report.md (fit.png, components.png, convergence.png);" \
+	      "forecast: prolas-out/airline/forecast.csv and forecast.png"
 
 test: install
 	$(BIN)/ruff check .

@@ -570,6 +570,7 @@ def _search_config(args: argparse.Namespace):
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
+    """``prolas fit``: the flags, then :class:`prolas.KernelSearch` (fit, then save)."""
     from prolas.data import load_csv
     from prolas.output_lock import claim_output_dir
 
@@ -583,62 +584,45 @@ def cmd_fit(args: argparse.Namespace) -> int:
             dataset.y_column,
             dropna=args.dropna,
         )
-    config = _search_config(args)
+    ks = _kernel_search(args)
     # after every check of the arguments: a rejected command leaves no output directory
     out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
     # one run at a time writes --out (its journal and result), from here to the last file
     with claim_output_dir(out, f"prolas fit {args.data}", force=args.force, resume=args.resume):
-        return _search_into(out, args, dataset, test_ds, config)
+        return _search_into(out, args, ks, dataset, test_ds)
 
 
-def _search_into(out: Path, args: argparse.Namespace, dataset, test_ds, config) -> int:
+def _kernel_search(args: argparse.Namespace):
+    """The search and execution flags as a KernelSearch (checked, nothing run)."""
+    import dataclasses
+
+    from prolas.kernel_search import KernelSearch
+
+    config = dataclasses.asdict(_search_config(args))
+    execution = {"workers": args.workers, "scheduler": args.scheduler}
+    return KernelSearch(**config, **execution, dask_local=args.dask_local)
+
+
+def _search_into(out: Path, args: argparse.Namespace, ks, dataset, test_ds) -> int:
     """``prolas fit`` in the claimed output directory: the search, its journal, outputs."""
-    from prolas.pipeline import run_search
+    from prolas.kernel_search import SearchInterrupted
+    from prolas.search.journal import open_journal
 
+    config = ks.config
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     say(
         f"prolas: {dataset.n} points from {dataset.path} (x={dataset.x_column!r}, "
         f"y={dataset.y_column!r}); search={config.method}, budget={config.budget}, "
         f"restarts={config.restarts}, seed={config.seed}"
     )
-    from prolas.pipeline import make_evaluator
-    from prolas.search.config import search_data
-    from prolas.search.executors import default_workers, make_executor
-    from prolas.search.journal import open_journal
-
-    searched = search_data(dataset, config)
-    if searched is not dataset:
-        say(
-            f"searching on {searched.n} evenly spaced points of {dataset.n} "
-            "(--search-points); the best model is then refitted on all points"
-        )
     journal = open_journal(out, dataset, config, resume=args.resume, force=args.force)
-    dask = args.scheduler is not None or args.dask_local is not None
-    workers = args.workers or (1 if dask else default_workers(args.search, args.batch, args.budget))
-    if journal.entries:
-        say(f"resuming: {len(journal.entries)} journalled evaluations are replayed, not refitted")
-    if dask or workers > 1:
-        where = args.scheduler or (f"a Dask LocalCluster of {args.dask_local}" if dask else None)
-        say(f"fitting in parallel on {where or f'{workers} worker processes'}")
-    bar = _progress(config.budget, args.quiet)
-    for e in journal.entries:
-        bar.update_eval(e)
-    ev = None
     try:
-        with make_executor(
-            args.workers if dask else workers, args.scheduler, args.dask_local
-        ) as pool:
-            ev = make_evaluator(searched, config, executor=pool, on_result=bar.update_eval)
-            result, best = run_search(
-                dataset, config, evaluator=ev, journal=journal, log=bar.writer(say)
-            )
-    except KeyboardInterrupt:
-        bar.close()
-        return _write_partial(out, dataset, config, ev, journal)
+        ks.fit(dataset, journal=journal, progress=not args.quiet, log=say)
+    except SearchInterrupted as stop:
+        return _interrupted(out, stop)
     finally:
-        bar.close()
         journal.close()
-    return _write_outputs(args, out, dataset, config, result, best, test_ds)
+    return _write_outputs(args, out, ks, test_ds)
 
 
 def _add_execution_args(p: argparse.ArgumentParser) -> None:
@@ -665,40 +649,35 @@ def _add_execution_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _write_partial(out, dataset, config, ev, journal) -> int:
-    """Ctrl-C: write a valid result.json of the evaluations finished so far; exit 130."""
-    from prolas.fitjob import write_partial_result
-
-    result = write_partial_result(out, dataset, config, ev, journal)
-    if result is None:
+def _interrupted(out: Path, stop) -> int:
+    """Ctrl-C: the partial result.json is written (by the search); say so; exit 130."""
+    if stop.result is None:
         print("prolas: interrupted before any evaluation finished", file=sys.stderr)
         return 130
     print(
-        f"prolas: interrupted after {result.evaluations} of {config.budget} evaluations; "
+        f"prolas: interrupted after {stop.result.evaluations} of {stop.budget} evaluations; "
         f"partial result in {out / 'result.json'}; continue with the same command and --resume",
         file=sys.stderr,
     )
     return 130
 
 
-def _write_outputs(args, out, dataset, config, result, best, test_ds) -> int:
+def _write_outputs(args, out: Path, ks, test_ds) -> int:
     from prolas import report
-    from prolas.fitjob import ForecastSettings, write_outputs
 
     horizon, method, k = _forecast_settings(args)
-    written = write_outputs(
+    written = ks.save(
         out,
-        dataset,
-        config,
-        result,
-        best,
-        test_dataset=test_ds,
-        forecast=ForecastSettings(horizon, method, k),
+        test=test_ds,
+        horizon=horizon,
+        method=method,
+        models=k,
+        force=args.force or args.resume,  # this run's claim checked the directory
         log=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
     )
     test = written.test
     if not args.quiet:
-        print(report.summary_table(result, best), file=sys.stderr)
+        print(report.summary_table(ks.result_, ks.best_), file=sys.stderr)
         if test is not None:
             print(
                 f"test: RMSE {test['rmse']:.4g} on {test['n']} points, mean log predictive "
@@ -708,42 +687,8 @@ def _write_outputs(args, out, dataset, config, result, best, test_ds) -> int:
         print(f"wrote {out}/result.json, report.md and plots", file=sys.stderr)
         if written.forecast_line:
             print(written.forecast_line, file=sys.stderr)
-    print(best.expression)
+    print(ks.best_.expression)
     return 0
-
-
-class _Progress:
-    """tqdm bar over unique evaluations showing the best BIC and expression so far."""
-
-    def __init__(self, total: int, quiet: bool) -> None:
-        self.bar = None
-        self.best = None
-        if not quiet:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, unit="fit", desc="search", dynamic_ncols=True)
-
-    def update_eval(self, ev) -> None:
-        if ev.ok and (self.best is None or ev.bic > self.best.bic):
-            self.best = ev
-        if self.bar is not None:
-            self.bar.update(1)
-            if self.best is not None:
-                self.bar.set_postfix_str(f"best BIC {self.best.bic:.2f}: {self.best.expression}")
-
-    def writer(self, fallback):
-        """A log function that prints above the bar instead of through it."""
-        if self.bar is None:
-            return fallback
-        return lambda text: self.bar.write(text, file=sys.stderr)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _progress(total: int, quiet: bool) -> _Progress:
-    return _Progress(total, quiet)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,11 @@ column); otherwise the first two numeric columns; a single numeric column is y w
 ``x = 0..N-1``; a date/datetime column becomes x in decimal years
 (``2001-07-02`` -> 2001.5).
 
+In memory (:func:`as_dataset`): a pandas DataFrame follows the same column rules (its
+index is x when it holds dates and no x is named), a Series is y over its index, and
+arrays are x and y; the messages name positions and keyword arguments (``dropna=True``)
+instead of CSV lines and flags.
+
 Valid values (:meth:`Dataset.from_arrays`): finite, at most :data:`MAX_MAGNITUDE` in
 magnitude (float64 ends at 1.8e308; predictions and plots extend beyond the data and
 need headroom), at least two distinct x values, y not constant to 12 significant
@@ -40,7 +45,11 @@ from prolas.csv_dialect import read_text, sniff_dialect
 from prolas.errors import DataError
 
 __all__ = [
+    "CSV_ROWS",
     "Dataset",
+    "FRAME_ROWS",
+    "RowNames",
+    "as_dataset",
     "load_csv",
     "extrapolation_split",
     "decimal_years_to_timestamps",
@@ -62,10 +71,33 @@ MAX_MAGNITUDE = 1e300
 CONSTANT_TOLERANCE = 1e-12
 
 
-def _csv_lines(bad: np.ndarray) -> str:
-    """``"3, 7, 9 ..."``: CSV line numbers (header = line 1) of the first 5 flagged rows."""
-    rows = ", ".join(str(i + 2) for i in np.flatnonzero(bad)[:5])
-    return rows + (" ..." if bad.sum() > 5 else "")
+@dataclass(frozen=True)
+class RowNames:
+    """How a one-line error names the rows and options of where the data came from.
+
+    Attributes:
+        line: what a row is called (``"CSV line"``, ``"position"``).
+        first: the number of the first data row (2 in a CSV file: the header is line 1).
+        x_option, y_option, dropna: the options as the user gives them (``--x`` or
+            ``x=``; ``--dropna`` or ``dropna=True``).
+    """
+
+    line: str
+    first: int
+    x_option: str
+    y_option: str
+    dropna: str
+
+    def at(self, bad: np.ndarray) -> str:
+        """``"CSV line 3, 7, 9 ..."``: the first 5 flagged rows."""
+        rows = ", ".join(str(i + self.first) for i in np.flatnonzero(bad)[:5])
+        return f"{self.line} {rows}" + (" ..." if bad.sum() > 5 else "")
+
+
+#: A CSV file's rows and the command line's flags (:func:`load_csv`, ``prolas fit``).
+CSV_ROWS = RowNames("CSV line", 2, "--x", "--y", "--dropna")
+#: In-memory data (:func:`as_dataset`): positions from 0 and keyword arguments.
+FRAME_ROWS = RowNames("position", 0, "x=", "y=", "dropna=True")
 
 
 def _moments(v: np.ndarray) -> tuple[float, float]:
@@ -121,11 +153,13 @@ class Dataset:
         x_column: str = "x",
         y_column: str = "y",
         x_is_date: bool = False,
+        rows: RowNames = CSV_ROWS,
     ) -> Dataset:
         """Validate, sort by x and compute the standardisation constants.
 
         Checked, each failure a one-line :class:`DataError`: x and y have the same
-        length; every value is finite (NaN/inf, with the CSV lines) and at most
+        length; every value is finite (NaN/inf, with the CSV lines, or what ``rows``
+        calls the rows, in the order given) and at most
         :data:`MAX_MAGNITUDE` in magnitude; at least :data:`MIN_POINTS` points; y is
         not constant (standard deviation at least :data:`CONSTANT_TOLERANCE` of its
         largest magnitude) and standardises to finite values; x has two distinct
@@ -140,14 +174,14 @@ class Dataset:
             if bad.any():
                 raise DataError(
                     f"{path}: column {label!r} has {int(bad.sum())} NaN/inf value(s) "
-                    f"(CSV line {_csv_lines(bad)}); fix them or pass --dropna"
+                    f"({rows.at(bad)}); fix them or pass {rows.dropna}"
                 )
         for label, v in ((x_column, x), (y_column, y)):
             huge = np.abs(v) > MAX_MAGNITUDE
             if huge.any():
                 raise DataError(
                     f"{path}: column {label!r} has {int(huge.sum())} value(s) beyond "
-                    f"{MAX_MAGNITUDE:.0e} in magnitude (CSV line {_csv_lines(huge)}, "
+                    f"{MAX_MAGNITUDE:.0e} in magnitude ({rows.at(huge)}, "
                     f"largest {float(np.max(np.abs(v))):.3g}); rescale the column"
                 )
         if x.size < MIN_POINTS:
@@ -297,7 +331,9 @@ def timestamps_to_decimal_years(values: pd.Series) -> np.ndarray:
     for a date ``t`` in year ``Y`` (start of year plus the fraction of the year elapsed,
     with the year's true length, 365 or 366 days). Returns float64, one per value; the
     inverse is :func:`decimal_years_to_timestamps`."""
-    dt = pd.to_datetime(values)
+    dt = pd.to_datetime(pd.Series(values))
+    if dt.dt.tz is not None:  # the local wall-clock time: the calendar the data were kept in
+        dt = dt.dt.tz_localize(None)
     start = pd.to_datetime(dt.dt.year.astype(str) + "-01-01")
     end = pd.to_datetime((dt.dt.year + 1).astype(str) + "-01-01")
     frac = (dt - start) / (end - start)
@@ -340,18 +376,23 @@ def decimal_years_to_timestamps(
     return out.round(resolution) if resolution else out
 
 
-def _as_numeric(df: pd.DataFrame, col: str, path: str) -> tuple[np.ndarray, bool]:
+def _as_numeric(
+    df: pd.DataFrame, col: str, path: str, rows: RowNames = CSV_ROWS
+) -> tuple[np.ndarray, bool]:
     """A column as float64; dates become decimal years. Returns (values, was_date)."""
     s = df[col]
     if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
-        return s.to_numpy(dtype=np.float64), False
+        return s.to_numpy(dtype=np.float64, na_value=np.nan), False
+    if isinstance(s.dtype, pd.PeriodDtype):
+        s = s.dt.to_timestamp()
     if pd.api.types.is_datetime64_any_dtype(s) or _looks_like_dates(s):
         return timestamps_to_decimal_years(s), True
     converted = pd.to_numeric(s, errors="coerce")
     bad = converted.isna() & s.notna()
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DataError(f"{path}: column {col!r} is not numeric (CSV line {i + 2}: {s.iloc[i]!r})")
+        where = rows.at(np.arange(len(s)) == i)
+        raise DataError(f"{path}: column {col!r} is not numeric ({where}: {s.iloc[i]!r})")
     return converted.to_numpy(dtype=np.float64), False
 
 
@@ -434,10 +475,28 @@ def load_csv(
     if df.empty or df.shape[1] == 0:
         raise DataError(f"{p}: no data rows")
     df.columns = [str(c).strip() for c in df.columns]
+    return _frame_dataset(
+        df, x, y, dropna=dropna, name=name or p.stem, path=str(path), where=str(p), rows=CSV_ROWS
+    )
+
+
+def _frame_dataset(
+    df: pd.DataFrame,
+    x: str | None,
+    y: str | None,
+    *,
+    dropna: bool,
+    name: str,
+    path: str,
+    where: str,
+    rows: RowNames,
+) -> Dataset:
+    """The Dataset of a table: :func:`load_csv`'s column choice and checks, shared with
+    :func:`as_dataset`. ``where`` starts each message; ``rows`` names rows and options."""
     present = ", ".join(repr(c) for c in df.columns)
-    for label, col in (("--x", x), ("--y", y)):
+    for label, col in ((rows.x_option, x), (rows.y_option, y)):
         if col is not None and col not in df.columns:
-            raise DataError(f"{p}: column {col!r} ({label}) not found; columns are {present}")
+            raise DataError(f"{where}: column {col!r} ({label}) not found; columns are {present}")
 
     usable = []
     for c in df.columns:
@@ -446,6 +505,7 @@ def load_csv(
         if (
             numeric
             or pd.api.types.is_datetime64_any_dtype(s)
+            or isinstance(s.dtype, pd.PeriodDtype)
             or _looks_like_dates(s)
             or _mostly_numeric(s)
         ):
@@ -458,7 +518,7 @@ def load_csv(
         x = "x"
     if x is None and y is None:
         if not usable:
-            raise DataError(f"{p}: no numeric column found (columns are {present})")
+            raise DataError(f"{where}: no numeric column found (columns are {present})")
         if len(usable) == 1:
             y = usable[0]
         else:
@@ -466,38 +526,161 @@ def load_csv(
     elif y is None:
         rest = [c for c in usable if c != x]
         if not rest:
-            raise DataError(f"{p}: no numeric column for y besides {x!r} (columns: {present})")
+            raise DataError(f"{where}: no numeric column for y besides {x!r} (columns: {present})")
         y = rest[0]
     elif x is None:
         rest = [c for c in usable if c != y]
         x = rest[0] if rest else None
 
     x_is_date = False
-    yv, y_is_date = _as_numeric(df, y, str(p))
+    yv, y_is_date = _as_numeric(df, y, where, rows)
     if y_is_date:
-        raise DataError(f"{p}: column {y!r} holds dates; y must be numeric (use --y)")
+        raise DataError(
+            f"{where}: column {y!r} holds dates; y must be numeric (use {rows.y_option})"
+        )
     if x is None:
         xv = np.arange(len(df), dtype=np.float64)
         x_col = "index"
     else:
-        xv, x_is_date = _as_numeric(df, x, str(p))
+        xv, x_is_date = _as_numeric(df, x, where, rows)
         x_col = x
     if dropna:
         keep = np.isfinite(xv) & np.isfinite(yv)
         if not keep.all():
             warnings.warn(
-                f"{p}: dropped {int((~keep).sum())} row(s) with NaN/inf values", stacklevel=2
+                f"{where}: dropped {int((~keep).sum())} row(s) with NaN/inf values", stacklevel=3
             )
             xv, yv = xv[keep], yv[keep]
     return Dataset.from_arrays(
         xv,
         yv,
-        name=name or p.stem,
-        path=str(path),
+        name=name,
+        path=path,
         x_column=x_col,
         y_column=y,
         x_is_date=x_is_date,
+        rows=rows,
     )
+
+
+def as_dataset(
+    data: Dataset | pd.DataFrame | pd.Series | str | Path | np.ndarray | list | None = None,
+    x: str | np.ndarray | list | None = None,
+    y: str | np.ndarray | list | None = None,
+    *,
+    dropna: bool = False,
+    name: str | None = None,
+) -> Dataset:
+    """A :class:`Dataset` from what a user holds, with :func:`load_csv`'s rules and errors.
+
+    * a **DataFrame**: ``x`` and ``y`` name columns (``x`` may name the index); by
+      default the index is x when it holds dates (a DatetimeIndex or PeriodIndex),
+      else the column rules of :func:`load_csv` (columns named ``x`` and ``y``, else the
+      first two numeric or date columns, or a single column as y at positions 0..n-1);
+    * a **Series**: y over its index (dates when it is a DatetimeIndex or PeriodIndex);
+    * **arrays**: ``as_dataset(x=..., y=...)`` (x may hold dates), or ``as_dataset(y)``
+      for y at positions 0..n-1;
+    * a **CSV path**: :func:`load_csv`; a **Dataset**: itself.
+
+    Dates become decimal years (``x_is_date``; time zones keep their wall-clock time).
+    A bad value is a one-line :class:`DataError` naming its column and position (from
+    0); ``dropna`` drops rows whose x or y is missing, NaN or infinite instead.
+
+    >>> import pandas as pd
+    >>> s = pd.Series([3.0, 5, 4, 6, 5], pd.date_range("2001-01-01", periods=5, freq="MS"))
+    >>> ds = as_dataset(s)
+    >>> ds.x_is_date, ds.n, round(float(ds.x[1]), 3)
+    (True, 5, 2001.085)
+    """
+    if isinstance(data, Dataset):
+        if x is not None or y is not None:
+            raise DataError("a Dataset already has its x and y; pass x= and y= with a table")
+        return data
+    if isinstance(data, (str, Path)):
+        return load_csv(data, x, y, dropna=dropna, name=name)
+    if isinstance(data, pd.DataFrame):
+        if data.shape[0] == 0 or data.shape[1] == 0:
+            raise DataError("<data frame>: no data rows")
+        frame = _with_index_as_x(data, x)
+        x = x if x is not None or frame is data else str(frame.columns[0])
+        return _frame(frame, x, y, dropna=dropna, name=name or "data", where="<data frame>")
+    if isinstance(data, pd.Series):
+        if x is not None or y is not None:
+            raise DataError("a Series is y over its index; pass x= and y= with a DataFrame")
+        y_name = str(data.name) if data.name is not None else "y"
+        x_name = str(data.index.name) if data.index.name is not None else "index"
+        if x_name == y_name:
+            x_name = f"{x_name} (index)"
+        frame = pd.DataFrame({x_name: _index_values(data.index), y_name: data.to_numpy()})
+        return _frame(frame, x_name, y_name, dropna=dropna, name=name or y_name, where="<series>")
+    if data is not None:  # y alone: at positions 0..n-1
+        if y is not None:
+            raise DataError("give the values once: as_dataset(y) or as_dataset(x=..., y=...)")
+        data, y = None, data
+    if isinstance(x, str) or isinstance(y, str):
+        raise DataError("x and y name columns only with a DataFrame or a CSV file")
+    if y is None:
+        raise DataError("no data: give a DataFrame, a Series, a CSV path or y (and x) values")
+    columns = {"y": _values(y, "y")}
+    if x is not None:
+        columns = {"x": _values(x, "x"), **columns}
+        if len(columns["x"]) != len(columns["y"]):
+            raise DataError(
+                f"<arrays>: x has {len(columns['x'])} values but y has {len(columns['y'])}"
+            )
+    frame = pd.DataFrame(columns)
+    return _frame(
+        frame,
+        "x" if x is not None else None,
+        "y",
+        dropna=dropna,
+        name=name or "data",
+        where="<arrays>",
+    )
+
+
+def _frame(frame: pd.DataFrame, x, y, *, dropna: bool, name: str, where: str) -> Dataset:
+    frame = frame.reset_index(drop=True)
+    frame.columns = [str(c).strip() for c in frame.columns]
+    return _frame_dataset(
+        frame, x, y, dropna=dropna, name=name, path=where, where=where, rows=FRAME_ROWS
+    )
+
+
+def _index_values(index: pd.Index) -> pd.Series:
+    """An index as a column: dates stay dates (periods become their start)."""
+    if isinstance(index, pd.PeriodIndex):
+        index = index.to_timestamp()
+    return pd.Series(np.asarray(index) if not isinstance(index, pd.DatetimeIndex) else index)
+
+
+def _with_index_as_x(df: pd.DataFrame, x: str | None) -> pd.DataFrame:
+    """``df`` with its index as its first column when it is x: named by ``x``, or holding
+    dates when no x is named; else ``df`` itself."""
+    name = str(df.index.name) if df.index.name is not None else "index"
+    dated = isinstance(df.index, (pd.DatetimeIndex, pd.PeriodIndex))
+    named = x is not None and x == name and x not in df.columns
+    if not (named or (x is None and dated and "x" not in df.columns)):
+        return df
+    if name in df.columns:
+        name = f"{name} (index)"
+    frame = df.copy()
+    frame.insert(0, name, _index_values(df.index).to_numpy())
+    return frame
+
+
+def _values(v, label: str) -> pd.Series:
+    """Array-like values as a column (dates stay dates)."""
+    if isinstance(v, pd.Index):
+        return _index_values(v)
+    if isinstance(v, pd.Series):
+        return v.reset_index(drop=True)
+    arr = np.asarray(v)
+    if arr.ndim == 2 and 1 in arr.shape:  # a column or row vector
+        arr = arr.reshape(-1)
+    if arr.ndim != 1:
+        raise DataError(f"<arrays>: {label} must be one-dimensional, got shape {arr.shape}")
+    return pd.Series(arr)
 
 
 def extrapolation_split(dataset: Dataset, fraction: float = 0.9) -> tuple[Dataset, Dataset]:

@@ -13,9 +13,10 @@ After :func:`prolas.pipeline.run_search`, one series' outputs are
   lower, upper) and ``test_predictive.json`` (the predictive mixture's components, so
   the forecast can be rescored without refitting).
 
-``prolas fit`` (one series, its fits parallel inside the search) and ``prolas fit-many``
-(many series, one process each; :mod:`prolas.many`) both write through this module, so
-a series' folder from fit-many holds what ``prolas fit`` would have written.
+``prolas fit`` (one series, its fits parallel inside the search, through
+:meth:`prolas.KernelSearch.save`) and ``prolas fit-many`` (many series, one process
+each; :mod:`prolas.many`) both write through this module, so a series' folder from
+fit-many holds what ``prolas fit`` would have written.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "Outputs",
     "TEST_FORECAST_FILES",
     "forecast_fits",
+    "no_model_error",
     "searched_indices",
     "write_outputs",
     "write_partial_result",
@@ -75,13 +77,22 @@ class ForecastSettings:
 @dataclass(frozen=True, eq=False)
 class Outputs:
     """What :func:`write_outputs` wrote: the result.json document, its test block (or
-    None), the forecast's summary line (or None) and the models forecast with (None when
-    no forecast was made), for a test forecast to reuse."""
+    None), the forecast's summary line (or None), the models forecast with (None when
+    no forecast was made), for a test forecast to reuse, and the files written."""
 
     doc: dict
     test: dict | None
     forecast_line: str | None
     fits: list[FitResult] | None
+    files: tuple[Path, ...] = ()
+
+
+def no_model_error(result: SearchResult) -> ProlasError:
+    """The error of a search in which every evaluation failed (nothing to report)."""
+    return ProlasError(
+        f"every one of the {result.evaluations} evaluations failed; see the errors with "
+        "--search cks --budget 4, or check the data"
+    )
 
 
 def searched_indices(dataset: Dataset, config: SearchConfig) -> list[int] | None:
@@ -116,8 +127,12 @@ def write_outputs(
     test_dataset: Dataset | None = None,
     forecast: ForecastSettings | None = None,
     log: Callable[[str], None] | None = None,
+    fits: Sequence[FitResult] | None = None,
 ) -> Outputs:
     """result.json, report.md, the plots and (with a horizon) the forecast files.
+
+    ``fits``: the models to forecast with when already chosen (:func:`forecast_fits`
+    with the same settings); else they are chosen here.
 
     Raises:
         ProlasError: every evaluation failed (no model to report).
@@ -125,10 +140,7 @@ def write_outputs(
     from prolas import report
 
     if best is None:
-        raise ProlasError(
-            f"every one of the {result.evaluations} evaluations failed; see the errors with "
-            "--search cks --budget 4, or check the data"
-        )
+        raise no_model_error(result)
     test = None
     if test_dataset is not None:
         metrics = report.test_metrics(best, dataset, test_dataset)
@@ -144,9 +156,11 @@ def write_outputs(
         test=test,
         searched_indices=searched_indices(dataset, config),
     )
-    report.write_report(out, dataset, result, best, doc, test=test, test_dataset=test_dataset)
+    files = report.write_report(
+        out, dataset, result, best, doc, test=test, test_dataset=test_dataset
+    )
     if forecast is None or forecast.horizon is None:
-        return Outputs(doc, test, None, None)
+        return Outputs(doc, test, None, None, tuple(files))
     if log is not None and forecast.method != "best":
         # refits of the top models on all points and the rolling check take a while on a
         # long series (about 80 s for the check alone at 100 000 points)
@@ -157,9 +171,11 @@ def write_outputs(
             else f"scoring {models} on the data's end"
         )
         log(f"forecast: {what}…")
-    fits = forecast_fits(result, dataset, config, best, forecast)
-    line = _write_forecast(out, dataset, config, best, fits, forecast)
-    return Outputs(doc, test, line, fits)
+    if fits is None:
+        fits = forecast_fits(result, dataset, config, best, forecast)
+    fits = list(fits)
+    line, written = _write_forecast(out, dataset, config, best, fits, forecast)
+    return Outputs(doc, test, line, fits, tuple(files) + tuple(written))
 
 
 def _write_forecast(
@@ -169,22 +185,24 @@ def _write_forecast(
     best: FitResult,
     fits: list[FitResult],
     settings: ForecastSettings,
-) -> str:
-    """forecast.csv, forecast.png (and forecast_check.csv); returns the summary line."""
+) -> tuple[str, list[Path]]:
+    """forecast.csv, forecast.png (and forecast_check.csv); returns the summary line and
+    the files."""
     from prolas.report.forecast import forecast, plot_forecast
 
     horizon, method = settings.horizon, settings.method
     fc = forecast(fits, dataset, horizon, method=method)
-    fc.to_csv(out / "forecast.csv")
+    written = [fc.to_csv(out / "forecast.csv")]
     # the plot marks the transitions of the model forecast with: the pick, or the
     # mixture's dominant model (weight at least 0.5; rolling-mix is nearly always one)
     top = max(range(len(fc.weights)), key=fc.weights.__getitem__)
     dominant = fc.weights[top] >= 0.5
     picked = {f.expression: f for f in fits}.get(fc.models[top]) if dominant else None
-    plot_forecast(out / "forecast.png", fc, dataset, fit=picked)
+    written.append(plot_forecast(out / "forecast.png", fc, dataset, fit=picked))
     scores = ""
     if fc.check is not None:  # rolling and rolling-mix: the check's scores per model
         fc.check.to_csv(out / "forecast_check.csv", index=False)
+        written.append(out / "forecast_check.csv")
         scores = "; scores in forecast_check.csv"
     if method == "best":
         how = fc.models[0]
@@ -205,7 +223,8 @@ def _write_forecast(
             if top_model != best.expression:
                 how += f", where {top_model} ranks above the search's best"
     first, last = (str(v.date()) if fc.is_dates else f"{v:.6g}" for v in fc.x_display[[0, -1]])
-    return f"wrote {out}/forecast.csv and forecast.png: {horizon} steps, {first} to {last}, {how}"
+    line = f"wrote {out}/forecast.csv and forecast.png: {horizon} steps, {first} to {last}, {how}"
+    return line, written
 
 
 def write_test_forecast(

@@ -654,7 +654,11 @@ def fit_many(
     >>> run = fit_many("data/m3-monthly/m3_monthly.csv", "series", "out/m3",
     ...                split="split", season_length=12, budget=20)  # doctest: +SKIP
     >>> run.summary[["series", "status", "expression", "mase"]]       # doctest: +SKIP
+
+    The caller's torch and BLAS thread settings are left as they were.
     """
+    from prolas.threads import restore_threads
+
     settings = ManySettings(
         SearchConfig(**search_settings),
         ForecastSettings(horizon, forecast, forecast_models),
@@ -663,13 +667,14 @@ def fit_many(
     series = read_long(source, id_column, x=x, y=y, split=split, dropna=dropna)
     where = "<data frame>" if isinstance(source, pd.DataFrame) else str(source)
     info = {"data": where, "id": id_column, "x": x, "y": y, "split": split, "dropna": dropna}
-    return run_many(
-        series,
-        out,
-        settings,
-        workers=workers,
-        resume=resume,
-        progress=progress,
-        source=info,
-        log=log,
-    )
+    with restore_threads():
+        return run_many(
+            series,
+            out,
+            settings,
+            workers=workers,
+            resume=resume,
+            progress=progress,
+            source=info,
+            log=log,
+        )

@@ -8,6 +8,10 @@ their lines into what looks like one search, so a run holds an exclusive lock on
 ``OUT`` until it has written its last file, and a second run on the same ``OUT`` is
 refused with a one-line :class:`OutputBusyError`.
 
+The lock is re-entrant within one thread: a block that already holds ``OUT`` (``prolas
+fit``, from its journal to its last file) may hold it again inside
+(:meth:`prolas.KernelSearch.save`, which takes the lock when called alone).
+
 The lock is the operating system's advisory lock on the open file (``flock`` on POSIX,
 ``msvcrt.locking`` on Windows), not the file's existence: the kernel drops it when the
 holding process ends, however it ends (``kill -9`` or a power cut included), so a crash
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +43,10 @@ __all__ = ["LOCK_NAME", "OutputBusyError", "claim_output_dir", "hold_output_dir"
 
 #: The lock file inside an output directory.
 LOCK_NAME = ".prolas.lock"
+
+#: The directories held by this process, by resolved path, with the (pid, thread) that
+#: holds each: the same thread may nest a hold (a forked child's copy names its parent).
+_HELD: dict[Path, tuple[int, int]] = {}
 
 
 class OutputBusyError(ProlasError):
@@ -104,7 +113,8 @@ def _acquire(path: Path, command: str) -> int:
 
 @contextmanager
 def hold_output_dir(out: Path, command: str) -> Iterator[Path]:
-    """Hold the lock of the directory ``out`` (created if missing) for the ``with`` block.
+    """Hold the lock of the directory ``out`` (created if missing) for the ``with`` block;
+    inside a block of the same thread that holds it already, this is that hold.
 
     Args:
         out: the output directory.
@@ -125,10 +135,16 @@ def hold_output_dir(out: Path, command: str) -> Iterator[Path]:
     except OSError as exc:
         raise ProlasError(f"cannot create --out {out} ({exc.strerror})") from None
     path = out / LOCK_NAME
+    key, me = out.resolve(), (os.getpid(), threading.get_ident())
+    if _HELD.get(key) == me:  # held by an enclosing block of this thread
+        yield path
+        return
     fd = _acquire(path, command)
+    _HELD[key] = me
     try:
         yield path
     finally:
+        del _HELD[key]
         if sys.platform != "win32":  # removed while still locked (see _acquire)
             path.unlink(missing_ok=True)
         os.close(fd)  # releases the lock

@@ -67,7 +67,8 @@ def run_search(
     log: Callable[[str], None] | None = None,
     journal: Journal | None = None,
 ) -> tuple[SearchResult, FitResult | None]:
-    """Run the configured search and return ``(SearchResult, best FitResult)``.
+    """Run the configured search and return ``(SearchResult, best FitResult)``; the
+    best model carries ``dataset`` (:attr:`FitResult.dataset`).
 
     A series longer than ``config.search_points`` is searched on an evenly spaced
     subsample (:func:`prolas.search.config.search_data`) and the best model refitted on all points
@@ -101,7 +102,7 @@ def run_search(
             log(f"refitting {best.expression} on all {dataset.n} points")
         best = refit(best, dataset, config)
     if best is not None:  # a fit replayed from an older journal may predate the rule
-        best = hold_unseen_transitions(best, dataset)
+        best = replace(hold_unseen_transitions(best, dataset), dataset=dataset)
     return result, best
 
 
@@ -135,10 +136,13 @@ def refit(fit: FitResult, dataset: Dataset, config: SearchConfig) -> FitResult:
     (with its reason), never the subsample's numbers as if they were the full data's.
     """
     if dataset.n <= EXACT_REFIT_LIMIT:
-        return fit_gp(fit.expression, dataset, replace(config.fit_config, restarts=1), init=fit)
-    from prolas.gp.scalable import refit_sgpr
+        fitted = fit_gp(fit.expression, dataset, replace(config.fit_config, restarts=1), init=fit)
+    else:
+        from prolas.gp.scalable import refit_sgpr
 
-    return refit_sgpr(fit, dataset, lengthscale_floor=config.fit_config.lengthscale_floor)
+        floor = config.fit_config.lengthscale_floor
+        fitted = refit_sgpr(fit, dataset, lengthscale_floor=floor)
+    return replace(fitted, dataset=dataset)
 
 
 def best_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> FitResult | None:

@@ -45,7 +45,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("search", ("prolas.search",)),
     ("pipeline", ("prolas.pipeline",)),
     ("report", ("prolas.report",)),
-    ("jobs: one series' files, many series", ("prolas.fitjob", "prolas.many")),
+    (
+        "jobs: one series' files, the KernelSearch object, many series",
+        ("prolas.fitjob", "prolas.kernel_search", "prolas.many"),
+    ),
     ("bench", ("prolas.bench",)),
     ("cli and API", ("prolas.cli", "prolas")),
 ]

@@ -27,8 +27,6 @@ Modules, each importing only those above it:
 * :mod:`~prolas.bench.forecast_bench`: ``prolas bench --forecast``: the suites (tsdl,
   m3-monthly) and their halves, prolas (through :mod:`prolas.many`) and the peers on
   the same test points, forecast_scores.csv and forecast.md.
-* :mod:`~prolas.bench.notebook`: helpers of the notebooks (:func:`load_bench`,
-  :func:`default_method`, :func:`load_extrapolation_fit`, :func:`small_png` ...).
 
 The names below are re-exported so that ``from prolas import bench`` reaches them all
 (``bench.run_bench``, ``bench.thin``, ``bench.summarise`` ...).
@@ -64,13 +62,6 @@ from prolas.bench.grid import (
     run_grid_in_memory,
     summary_markdown,
     write_bench_outputs,
-)
-from prolas.bench.notebook import (
-    default_method,
-    load_bench,
-    load_extrapolation_fit,
-    small_png,
-    surrogate_regression_markdown,
 )
 from prolas.bench.performance import (
     FractionResult,
@@ -129,10 +120,4 @@ __all__ = [
     # compare
     "CompareResult",
     "run_compare",
-    # notebook
-    "default_method",
-    "load_bench",
-    "load_extrapolation_fit",
-    "small_png",
-    "surrogate_regression_markdown",
 ]

@@ -405,14 +405,11 @@ def plot_comparison(path: Path, res: CompareResult) -> Path:
     """Mean ± standard error of the best-so-far BIC per method
     (:func:`prolas.bench.stats.mean_se_curve` of the cells' traces), a single run as a
     step line; CKS's final BIC as a dashed line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from prolas.report.figure import subplots
 
     budget = res.settings["budget"]
     xs = np.arange(1, budget + 1)
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = subplots(figsize=(7.5, 4.5))
     every = []
     for i, method in enumerate(res.runs):
         mine = [c for c in res.cells if c["method"] == method]
@@ -441,5 +438,4 @@ def plot_comparison(path: Path, res: CompareResult) -> Path:
     ax.legend(loc="lower right", fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

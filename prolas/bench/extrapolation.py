@@ -256,12 +256,11 @@ def _method_order(methods: Iterable[str]) -> list[str]:
 def plot_standardised_rmse(std: pd.DataFrame, path: str | Path | None = None, ax=None):
     """Standardised RMSE per method across data sets: box plot plus one dot per data set
     (log scale; 1 = best method on that data set)."""
-    from prolas.report import agg_pyplot
+    from prolas.report.figure import subplots
 
-    plt = agg_pyplot()
     own = ax is None
     if own:
-        fig, ax = plt.subplots(figsize=(7.5, 4.2))
+        fig, ax = subplots(figsize=(7.5, 4.2))
     methods = _method_order(std.columns)
     values = [std[m].dropna().to_numpy() for m in methods]
     ax.boxplot(values, showfliers=False, widths=0.5)
@@ -281,7 +280,6 @@ def plot_standardised_rmse(std: pd.DataFrame, path: str | Path | None = None, ax
         fig.tight_layout()
         if path is not None:
             fig.savefig(path, dpi=110)
-        plt.close(fig)
     return ax
 
 
@@ -291,13 +289,12 @@ def plot_forecasts(
     """One panel per data set: the end of the training data, the test points and each
     method's predictive mean (and 95 % band for the first method)."""
     from prolas.gp import predict
-    from prolas.report import agg_pyplot
+    from prolas.report.figure import subplots
 
-    plt = agg_pyplot()
     datasets = list(dict.fromkeys(c["dataset"] for c in cells))
     ncol = 3
     nrow = math.ceil(len(datasets) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(13, 3.2 * nrow), squeeze=False)
+    fig, axes = subplots(nrow, ncol, figsize=(13, 3.2 * nrow), squeeze=False)
     for ax, name in zip(axes.ravel(), datasets):
         train = load_series(Path(config.data_dir) / f"{name}_train.csv")
         test = load_series(Path(config.data_dir) / f"{name}_test.csv")
@@ -328,7 +325,6 @@ def plot_forecasts(
     fig.suptitle(f"Extrapolation forecasts (band: 95 % predictive, {methods[0]})", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
-    plt.close(fig)
     return Path(path)
 
 

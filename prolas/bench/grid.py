@@ -546,12 +546,11 @@ def plot_bench_convergence(
 
     Draws on ``ax`` if given (returns it), else makes a figure and saves it to ``path``.
     """
-    from prolas.report import agg_pyplot
+    from prolas.report.figure import subplots
 
-    plt = agg_pyplot()
     own = ax is None
     if own:
-        fig, ax = plt.subplots(figsize=(7, 4.2))
+        fig, ax = subplots(figsize=(7, 4.2))
     methods = sorted({c["method"] for c in cells if c["dataset"] == dataset})
     n = np.arange(1, budget + 1)
     lows = []
@@ -581,7 +580,6 @@ def plot_bench_convergence(
         fig.tight_layout()
         if path is not None:
             fig.savefig(path, dpi=110)
-        plt.close(fig)
     return ax
 
 

@@ -439,13 +439,12 @@ def plot_fraction_study(
     """Figure 2 of the PROLAS paper: one fit panel per fraction, then the test MSE of
     the proposed model against each base kernel (log scale)."""
     from prolas.gp import predict
-    from prolas.report import agg_pyplot
+    from prolas.report.figure import subplots
 
-    plt = agg_pyplot()
     k = len(results)
     ncol = 3
     nrow = math.ceil((k + 1) / ncol)
-    fig, grid = plt.subplots(nrow, ncol, figsize=(12, 3.3 * nrow), squeeze=False)
+    fig, grid = subplots(nrow, ncol, figsize=(12, 3.3 * nrow), squeeze=False)
     axes = list(grid.ravel())
     for ax in axes[k + 1 :]:
         ax.axis("off")
@@ -479,7 +478,6 @@ def plot_fraction_study(
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=90)
-    plt.close(fig)
     return Path(path) if path is not None else None
 
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from prolas.expr import Expression, parse
 from prolas.records import Score
+
+if TYPE_CHECKING:  # pragma: no cover
+    from prolas.data import Dataset
 
 __all__ = ["FactorFit", "TermFit", "FitResult", "bic"]
 
@@ -68,6 +72,10 @@ class FitResult:
     #: the name of the approximation it comes from (e.g. ``"sgpr-512"``: the collapsed
     #: variational lower bound with 512 inducing points, :mod:`prolas.gp.scalable`).
     approximation: str | None = None
+    #: The data the model is conditioned on, when known (a search's best and top models
+    #: carry it): :func:`prolas.gp.predict` and :func:`prolas.gp.decompose` use it when
+    #: no dataset is passed. Not part of result.json, of equality or of the repr.
+    dataset: Dataset | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

@@ -13,9 +13,12 @@ Imports the layers below it (:mod:`prolas.records`, :mod:`prolas.data`,
 * :mod:`prolas.report.words`: :func:`describe_fit`, the best model in plain sentences
   (change operators, then each term with its share of the fitted mean's variance, then
   the noise). The numbers behind the words are GP maths in :mod:`prolas.gp.anatomy`.
+* :mod:`prolas.report.figure`: every figure is a matplotlib ``Figure`` made without
+  pyplot (no backend is selected; a notebook shows it once).
 * :mod:`prolas.report.plots`: fit.png, components.png and convergence.png
   (:func:`plot_fit`, :func:`plot_components`, :func:`plot_convergence`), the figures
-  behind them and :func:`mark_changes`.
+  behind them (:func:`fit_figure`, :func:`components_figure`,
+  :func:`convergence_figure`) and :func:`mark_changes`.
 * :mod:`prolas.report.markdown`: report.md and :func:`summary_table`, the CLI's table.
 * :mod:`prolas.report.write`: :func:`write_report` writes result.json, report.md and
   the plots in one directory.
@@ -36,8 +39,8 @@ from prolas.report.markdown import best_fit_points, report_markdown, summary_tab
 from prolas.report.metrics import predictive_mean_sd, test_metrics
 from prolas.report.plots import (
     EXTRAPOLATE,
-    agg_pyplot,
     components_figure,
+    convergence_figure,
     fit_figure,
     mark_changes,
     plot_components,
@@ -58,9 +61,9 @@ __all__ = [
     "FLAT_TOLERANCE",
     "FitChange",
     "ReportWarning",
-    "agg_pyplot",
     "best_fit_points",
     "components_figure",
+    "convergence_figure",
     "describe_fit",
     "dumps_strict",
     "fit_changes",

@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,8 +81,8 @@ from prolas.calendar_steps import continue_dates
 from prolas.data import Dataset, decimal_years_to_timestamps, timestamps_to_decimal_years
 from prolas.errors import ProlasError
 from prolas.gp import FitResult, predict
-from prolas.limits import FORECAST_METHODS
-from prolas.report.plots import agg_pyplot, mark_changes
+from prolas.limits import DEFAULT_FORECAST, FORECAST_METHODS
+from prolas.report.plots import DPI, mark_changes
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.records import SearchResult
@@ -95,6 +95,7 @@ __all__ = [
     "MAX_HORIZON",
     "bic_weights",
     "forecast",
+    "forecast_figure",
     "forecast_title",
     "future_x",
     "mixture_cdf",
@@ -337,13 +338,40 @@ def _components(
     return means, np.sqrt(variances)
 
 
+def _conditioning_data(
+    fit_or_fits: FitResult | Sequence[FitResult], dataset: Dataset | None
+) -> Dataset:
+    """``dataset``, or the one data set every model carries."""
+    if dataset is not None:
+        if not isinstance(dataset, Dataset):
+            raise ForecastError(
+                f"the second argument is the dataset the models were fitted on, got "
+                f"{type(dataset).__name__}; give the steps as horizon=..."
+            )
+        return dataset
+    fits = [fit_or_fits] if isinstance(fit_or_fits, FitResult) else list(fit_or_fits)
+    carried = [getattr(f, "dataset", None) for f in fits]
+    if not carried or any(d is None for d in carried):
+        raise ForecastError(
+            "the models carry no data; pass the dataset they were fitted on: "
+            "forecast(fits, dataset, horizon=...)"
+        )
+    first = carried[0]
+    for d in carried[1:]:
+        if d is not first and not (np.array_equal(d.x, first.x) and np.array_equal(d.y, first.y)):
+            raise ForecastError(
+                "the models were fitted on different data; pass the dataset to forecast from"
+            )
+    return first
+
+
 def forecast(
     fit_or_fits: FitResult | Sequence[FitResult],
-    dataset: Dataset,
+    dataset: Dataset | None = None,
     horizon: int | None = None,
     *,
     x_new: np.ndarray | Sequence[float] | None = None,
-    method: str = "best",
+    method: str = DEFAULT_FORECAST,
     level: float = 0.95,
     weights: Sequence[float] | None = None,
 ) -> Forecast:
@@ -352,16 +380,19 @@ def forecast(
     Args:
         fit_or_fits: one :class:`FitResult` or several (failed fits are skipped),
             each fitted on ``dataset`` (the models it conditions on).
-        dataset: the data the models were fitted on.
+        dataset: the data the models were fitted on; by default the data they carry
+            (:attr:`FitResult.dataset`: a search's best and top models carry theirs).
         horizon: number of future steps after the last input (:func:`future_x`).
         x_new: explicit inputs in x's units (decimal years for a dated series)
             instead of ``horizon``.
-        method: ``"best"`` (the highest-BIC model's Gaussian predictive), ``"bma"``
-            (the BIC-weighted mixture of all the models; see the module docstring),
-            ``"rolling"`` (the Gaussian predictive of the model that forecast the end of
-            the training data best, :func:`rolling_pick`) or ``"rolling-mix"`` (the
+        method: ``"rolling-mix"`` (the default, as ``prolas fit --horizon``: the
             mixture of all the models weighted by how well they forecast the end of the
-            training data, :func:`rolling_weights`).
+            training data, :func:`rolling_weights`), ``"best"`` (the highest-BIC model's
+            Gaussian predictive), ``"bma"`` (the BIC-weighted mixture of all the models;
+            see the module docstring) or ``"rolling"`` (the Gaussian predictive of the
+            model that forecast the end of the training data best,
+            :func:`rolling_pick`). With one model, every method is that model's
+            predictive.
         level: probability of the central band (0.95: the 2.5 % and 97.5 % quantiles).
         weights: ``bma`` only: the mixture weights (normalised) instead of BIC weights.
 
@@ -370,8 +401,10 @@ def forecast(
 
     Raises:
         ForecastError: neither or both of ``horizon`` and ``x_new``; a bad horizon,
-            level, method or weights; no successful fit.
+            level, method or weights; no successful fit; no dataset given and the
+            models carry none (or different ones).
     """
+    dataset = _conditioning_data(fit_or_fits, dataset)
     if method not in FORECAST_METHODS:
         raise ForecastError(f"unknown forecast method {method!r}; choose from {FORECAST_METHODS}")
     if not 0.0 < float(level) < 1.0:
@@ -439,7 +472,8 @@ def top_fits(
     model is, so all weights compare fits on the same data; ``best`` (the pipeline's
     already refitted best model) is reused. An evaluation without a FitResult is
     fitted as :func:`prolas.pipeline.best_fit` does. Refits that fail are dropped.
-    Returned in order of BIC on the searched points.
+    Returned in order of BIC on the searched points, each carrying ``dataset``
+    (:attr:`FitResult.dataset`).
     """
     from prolas.gp import fit_gp, hold_unseen_transitions
     from prolas.pipeline import refit
@@ -464,7 +498,8 @@ def top_fits(
             if searched is not dataset and fit.ok:
                 fit = refit(fit, dataset, config)
         if fit.ok:  # held: a fit from an older journal may predate the rule
-            out.append(hold_unseen_transitions(fit, dataset))
+            fit = hold_unseen_transitions(fit, dataset)
+            out.append(fit if fit.dataset is dataset else replace(fit, dataset=dataset))
     return out
 
 
@@ -635,6 +670,8 @@ def rolling_weights(
 
 def forecast_title(fc: Forecast) -> str:
     """The forecast plot's title: the model, or which mixture of how many models."""
+    if len(fc.models) == 1 and fc.method in ("bma", "rolling-mix"):
+        return f"forecast, {len(fc)} steps: {fc.models[0]}"  # a mixture of one model
     how = {
         "best": fc.models[0],
         "rolling": f"{fc.models[0]} (rolling-origin pick)",
@@ -645,16 +682,15 @@ def forecast_title(fc: Forecast) -> str:
     return f"forecast, {len(fc)} steps: {how}"
 
 
-def plot_forecast(
-    path: str | Path, fc: Forecast, dataset: Dataset, fit: FitResult | None = None
-) -> Path:
-    """Data, forecast mean, shaded band and a vertical line at the end of the data;
-    a date axis when x came from dates. With ``fit`` (the model forecasting), its
-    change-points and change-windows are marked (:func:`prolas.report.plots.mark_changes`;
-    numeric x axes only)."""
-    plt = agg_pyplot()
+def forecast_figure(fc: Forecast, dataset: Dataset, fit: FitResult | None = None, *, ax=None):
+    """Data, forecast mean, shaded band and a vertical line at the end of the data, on
+    ``ax`` or on a new figure (returned); a date axis when x came from dates. With ``fit``
+    (the model forecasting), its change-points and change-windows are marked
+    (:func:`prolas.report.plots.mark_changes`; numeric x axes only)."""
+    from prolas.report.figure import own_axes
+
     data_x = dataset.x_dates if fc.is_dates else dataset.x
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax, made = own_axes(ax, (9, 4.5))
     ax.plot(data_x, dataset.y, "k.-", ms=3, lw=0.5, label="data")
     ax.fill_between(
         fc.x_display,
@@ -668,14 +704,21 @@ def plot_forecast(
     ax.axvline(data_x[-1], color="0.5", ls="--", lw=0.8, label="end of data")
     if fit is not None and not fc.is_dates:
         mark_changes(ax, fit, dataset)
-    if fc.is_dates:
+    if fc.is_dates and made:
         fig.autofmt_xdate()
     ax.set_xlabel(dataset.x_column)
     ax.set_ylabel(dataset.y_column)
     ax.set_title(forecast_title(fc), fontsize=10)
     ax.legend(loc="best", fontsize=8, frameon=False)
-    fig.tight_layout()
+    if made:
+        fig.tight_layout()
+    return fig
+
+
+def plot_forecast(
+    path: str | Path, fc: Forecast, dataset: Dataset, fit: FitResult | None = None
+) -> Path:
+    """forecast.png: :func:`forecast_figure` saved as a PNG file."""
     path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    forecast_figure(fc, dataset, fit).savefig(path, dpi=DPI)
     return path

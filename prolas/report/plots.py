@@ -7,15 +7,19 @@
   mean's variance (:func:`prolas.gp.anatomy.term_shares`).
 * :func:`mark_changes` marks change-points (dashed line, ±2-width band) and
   change-windows (shaded span) on them (:func:`prolas.gp.anatomy.fit_changes`).
-* :func:`plot_convergence`: best BIC so far against the evaluation index.
-* :func:`agg_pyplot`: ``matplotlib.pyplot`` on the non-interactive Agg backend, for
-  every picture prolas draws.
+* :func:`convergence_figure` / :func:`plot_convergence`: best BIC so far against the
+  evaluation index.
+
+The ``*_figure`` functions return a matplotlib ``Figure`` made without pyplot
+(:mod:`prolas.report.figure`: no backend is selected, a notebook shows it once) and draw
+on ``ax`` when given one; the ``plot_*`` functions save it as a PNG file.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,10 +37,14 @@ from prolas.records import SearchResult
 from prolas.report.metrics import predictive_mean_sd
 from prolas.report.words import in_years, say_active_range, say_position, say_window
 
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
 __all__ = [
+    "DPI",
     "EXTRAPOLATE",
-    "agg_pyplot",
     "components_figure",
+    "convergence_figure",
     "fit_figure",
     "mark_changes",
     "plot_components",
@@ -48,16 +56,8 @@ __all__ = [
 #: Plots extend this fraction of the data span beyond the last input.
 EXTRAPOLATE = 0.2
 
-
-def agg_pyplot():
-    """``matplotlib.pyplot`` on the non-interactive Agg backend (files only, no display),
-    imported on first use so that reading results does not load matplotlib."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+#: Resolution of the PNG files the report writes.
+DPI = 110
 
 
 def _plot_grid(dataset: Dataset, test_dataset: Dataset | None, n: int = 400) -> np.ndarray:
@@ -119,13 +119,16 @@ def mark_changes(ax, fit: FitResult, dataset: Dataset, groups=None) -> list:
     return artists
 
 
-def fit_figure(fit: FitResult, dataset: Dataset, test_dataset: Dataset | None = None):
-    """The figure of :func:`plot_fit` (a matplotlib ``Figure``; the caller closes it)."""
-    plt = agg_pyplot()
+def fit_figure(
+    fit: FitResult, dataset: Dataset, test_dataset: Dataset | None = None, *, ax=None
+) -> Figure:
+    """The picture of :func:`plot_fit` on ``ax``, or on a new figure; returns the figure."""
+    from prolas.report.figure import own_axes
+
     xs = _plot_grid(dataset, test_dataset)
     mean, sd = predictive_mean_sd(fit, dataset, xs, include_noise=True)
     mean, lo, hi = (_drawable(v) for v in (mean, mean - 1.96 * sd, mean + 1.96 * sd))
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax, made = own_axes(ax, (9, 4.5))
     ax.fill_between(xs, lo, hi, color="C0", alpha=0.2, label="95% predictive band")
     ax.plot(xs, mean, color="C0", lw=1.5, label="posterior mean")
     ax.plot(dataset.x, dataset.y, "k.", ms=3, label="data")
@@ -137,7 +140,8 @@ def fit_figure(fit: FitResult, dataset: Dataset, test_dataset: Dataset | None = 
     ax.set_ylabel(dataset.y_column)
     ax.set_title(f"{fit.expression}   (BIC {fit.bic:.2f})")
     ax.legend(loc="best", fontsize=8, frameon=False)
-    fig.tight_layout()
+    if made:
+        fig.tight_layout()
     return fig
 
 
@@ -147,10 +151,7 @@ def plot_fit(
     """Data, posterior mean and 95 % predictive band (noise included), extrapolated
     ``EXTRAPOLATE`` of the span beyond the data; test points if given; the transitions
     of change operators marked (:func:`mark_changes`)."""
-    plt = agg_pyplot()
-    fig = fit_figure(fit, dataset, test_dataset)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    fit_figure(fit, dataset, test_dataset).savefig(path, dpi=DPI)
     return path
 
 
@@ -165,14 +166,15 @@ def _panel_label(label: str, conds: list[tuple[FitChange, int]], dataset: Datase
     return f"{'*'.join(bases)}  ({where})"
 
 
-def components_figure(fit: FitResult, dataset: Dataset):
-    """The figure of :func:`plot_components` (a matplotlib ``Figure``; the caller closes it)."""
-    plt = agg_pyplot()
+def components_figure(fit: FitResult, dataset: Dataset) -> Figure:
+    """The picture of :func:`plot_components`: one panel per additive term (a new figure)."""
+    from prolas.report.figure import subplots
+
     xs = _plot_grid(dataset, None)
     parts = decompose(fit, dataset.standardised_view(), xs)
     shares, _ = term_shares(fit, dataset)
     conds = term_conditions(fit_changes(fit), len(fit.terms))
-    fig, axes = plt.subplots(
+    fig, axes = subplots(
         len(parts), 1, figsize=(9, 2.4 * len(parts) + 0.4), sharex=True, squeeze=False
     )
     for i, (ax, (label, mean_z, var_z), share) in enumerate(zip(axes[:, 0], parts, shares)):
@@ -198,20 +200,18 @@ def plot_components(path: Path, fit: FitResult, dataset: Dataset) -> Path:
     """One panel per additive term: its posterior mean ± 2 sd (y units, without the
     data mean) on the data range plus ``EXTRAPOLATE`` of the span; a term switched on
     and off by change operators has their transitions marked (:func:`mark_changes`)."""
-    plt = agg_pyplot()
-    fig = components_figure(fit, dataset)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    components_figure(fit, dataset).savefig(path, dpi=DPI)
     return path
 
 
-def plot_convergence(path: Path, result: SearchResult) -> Path:
-    """Best BIC so far against the evaluation index, each evaluation's BIC as a dot,
-    failed evaluations marked with a red x at the bottom of the axis."""
-    plt = agg_pyplot()
+def convergence_figure(result: SearchResult, *, ax=None) -> Figure:
+    """The picture of :func:`plot_convergence` on ``ax``, or on a new figure; returns the
+    figure."""
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    from prolas.report.figure import own_axes
+
+    fig, ax, made = own_axes(ax, (7, 4))
     ok = [e for e in result.history if e.ok]
     failed = [e for e in result.history if not e.ok]
     if ok:
@@ -250,7 +250,13 @@ def plot_convergence(path: Path, result: SearchResult) -> Path:
     title = f"{result.method}: " + (f"best {best.expression}" if best else "no successful fit")
     ax.set_title(title, fontsize=10)
     ax.legend(loc="lower right", fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    if made:
+        fig.tight_layout()
+    return fig
+
+
+def plot_convergence(path: Path, result: SearchResult) -> Path:
+    """Best BIC so far against the evaluation index, each evaluation's BIC as a dot,
+    failed evaluations marked with a red x at the bottom of the axis."""
+    convergence_figure(result).savefig(path, dpi=DPI)
     return path

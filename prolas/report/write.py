@@ -13,7 +13,7 @@ from prolas.data import Dataset
 from prolas.gp import FitResult
 from prolas.records import SearchResult, dumps_strict, one_line
 from prolas.report.markdown import report_markdown
-from prolas.report.plots import agg_pyplot, plot_components, plot_convergence, plot_fit
+from prolas.report.plots import plot_components, plot_convergence, plot_fit
 
 __all__ = ["ReportWarning", "write_report"]
 
@@ -66,7 +66,6 @@ def write_report(
             reason = one_line(f"{type(exc).__name__}: {exc}")
             skipped.append(f"{name} could not be drawn ({reason})")
             warnings.warn(f"{out / name} not drawn: {reason}", ReportWarning, stacklevel=2)
-            agg_pyplot().close("all")
 
     result_path.write_text(text)
     written.append(result_path)

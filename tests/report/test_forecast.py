@@ -160,7 +160,7 @@ def test_cli_forecasts_month_starts_after_a_missing_month(tmp_path, capsys, sep,
 
 
 def test_forecast_csv_schema_and_best_band(trend_season, fits, tmp_path) -> None:
-    fc = forecast(fits, trend_season, 12)  # best = the highest-BIC fit
+    fc = forecast(fits, trend_season, 12, method="best")  # the highest-BIC fit
     assert fc.method == "best" and fc.models == ("LIN + PER",) and fc.weights == (1.0,)
     path = fc.to_csv(tmp_path / "forecast.csv")
     frame = pd.read_csv(path)
