@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -117,10 +118,12 @@ def test_a_fit_carries_its_data_for_predict_and_decompose(fitted) -> None:
         np.testing.assert_array_equal(ma, mb)
         np.testing.assert_array_equal(va, vb)
     bare = prolas.fit_gp(best.expression, data, restarts=1)
-    assert bare.dataset is None or bare.dataset is data
-    if bare.dataset is None:
-        with pytest.raises(ProlasError, match="carries no data"):
-            predict(bare, xs)
+    assert bare.dataset is data  # fit_gp's result carries the data it was fitted on
+    for a, b in zip(predict(bare, xs), predict(bare, data, xs)):
+        np.testing.assert_array_equal(a, b)
+    detached = replace(bare, dataset=None)  # e.g. read back from result.json
+    with pytest.raises(ProlasError, match="carries no data"):
+        predict(detached, xs)
 
 
 # --- the files of prolas fit -------------------------------------------------------------

@@ -504,7 +504,7 @@ def _fit_gp(
         for theta, ll in polished:
             fit = _natural_fit(expr, model, theta, ll, dataset, R, restart_lls, errors)
             if fit is not None:
-                return replace(fit, seconds=time.perf_counter() - t_start)
+                return replace(fit, seconds=time.perf_counter() - t_start, dataset=dataset)
     return _failed(expr, dataset, t_start, "; ".join(errors) or "fit failed", R)
 
 
