@@ -70,7 +70,7 @@ import torch
 
 from prolas.gp.fit import DTYPE
 from prolas.gp.sgpr_kernel import STATIONARY_ROLES, SGPRModel
-from prolas.kernels.spec import TermGradient
+from prolas.kernels.spec import DENSE, LOWRANK, VECTOR, TermGradient
 from prolas.threads import torch_threads
 
 __all__ = [
@@ -185,7 +185,7 @@ class SGPRProblem:
         self.slices = list(chunks(self.n))
         # terms with a stationary factor; the others are rank one (LIN, change, C)
         self.stationary = [model.stationary(i) for i in range(len(model.terms))]
-        need_d2 = any(k.sgpr_role == "dense" for term in model.factors for k, _ in term)
+        need_d2 = any(k.sgpr_role == DENSE for term in model.factors for k, _ in term)
         block = 8.0 * self.m * self.n
         self.need_d2 = need_d2
         self.cache_d2 = need_d2 and cache_bytes >= block
@@ -242,12 +242,12 @@ class SGPRProblem:
             S = self._buf(("S", i, k if self.cache_s else -1), cols)
             left, right, const, dense = [], [], log_v, False
             for kernel, pos in factors:
-                if kernel.sgpr_role == "lowrank":
+                if kernel.sgpr_role == LOWRANK:
                     lefts, rights, c = kernel.sgpr_lowrank_theta(tu, tf, [th[p] for p in pos])
                     left += lefts
                     right += rights
                     const -= c
-                elif kernel.sgpr_role == "dense":  # log k = coef * g (g = d2 if None)
+                elif kernel.sgpr_role == DENSE:  # log k = coef * g (g = d2 if None)
                     g, coef = kernel.sgpr_log_into(d2, [th[p] for p in pos], scratch)
                     if not dense:
                         torch.mul(d2 if g is None else g, coef, out=S)
@@ -414,7 +414,7 @@ class SGPRProblem:
                     change = self._change_rows(th, i, term)
                     for j, (kernel, pos) in enumerate(factors):
                         term.factor = j
-                        if kernel.sgpr_role == "vector" and not kernel.vector_relative:
+                        if kernel.sgpr_role == VECTOR and not kernel.vector_relative:
                             self._slope_rows(th, i, j, scale, change, term)
                         elif kernel.sgpr_role in STATIONARY_ROLES:
                             kernel.sgpr_gradient(term, pos, [th[p] for p in pos])
@@ -446,7 +446,7 @@ class SGPRProblem:
         factors = model.factors[i]
         a_k, b_k = torch.full_like(tu, scale), torch.ones_like(tf)
         for j2, (other, pos2) in enumerate(factors):
-            if j2 != j and other.sgpr_role == "vector" and not other.vector_relative:
+            if j2 != j and other.sgpr_role == VECTOR and not other.vector_relative:
                 v2 = model.values_np(th, pos2)
                 a_k, b_k = a_k * other.vector(tu, v2), b_k * other.vector(tf, v2)
         if change is not None:  # the term's change factors
@@ -471,7 +471,7 @@ class SGPRProblem:
         """
         product = None
         for j, (kernel, pos) in enumerate(self.model.factors[i]):
-            if not (kernel.sgpr_role == "vector" and kernel.vector_relative):
+            if not (kernel.sgpr_role == VECTOR and kernel.vector_relative):
                 continue
             v = self.model.values_np(th, pos)
             sa, ma = kernel.vector_and_m(term.tu, v)

@@ -32,11 +32,12 @@ from prolas.gp.natural import theta_to_natural
 from prolas.gp.results import FitResult, TermFit
 from prolas.gp.starts import inherit_theta
 from prolas.kernels import Kernel, factor
+from prolas.kernels.spec import DENSE, LOWRANK, ONE, VECTOR
 
 __all__ = ["SGPRModel"]
 
 #: Roles of the stationary factors (they enter ``E_t``); the others are rank one or 1.
-STATIONARY_ROLES = ("dense", "lowrank")
+STATIONARY_ROLES = (DENSE, LOWRANK)
 
 
 class SGPRModel:
@@ -189,14 +190,14 @@ class SGPRModel:
             alpha = beta = None
             for kernel, pos in factors:
                 role = kernel.sgpr_role
-                if role == "one":
+                if role == ONE:
                     continue
                 v = self.values(theta, pos)
-                if role == "vector":
+                if role == VECTOR:
                     sa, sb = kernel.vector(ta, v), kernel.vector(tb, v)
                     alpha = sa if alpha is None else alpha * sa
                     beta = sb if beta is None else beta * sb
-                elif role == "lowrank":
+                elif role == LOWRANK:
                     lefts, rights, const = kernel.sgpr_lowrank(ta, tb, v)
                     left += lefts
                     right += rights
@@ -231,7 +232,7 @@ class SGPRModel:
         ``C``)."""
         alpha = beta = None
         for kernel, pos in self.factors[i]:
-            if kernel.sgpr_role != "vector":
+            if kernel.sgpr_role != VECTOR:
                 continue
             v = self.values_np(th, pos)
             sa, sb = kernel.vector(ta, v), kernel.vector(tb, v)
@@ -292,7 +293,7 @@ class SGPRModel:
         for i, factors in enumerate(self.factors):
             k = torch.ones_like(t)
             for kernel, pos in factors:
-                if kernel.sgpr_role == "vector":
+                if kernel.sgpr_role == VECTOR:
                     k = k * kernel.vector(t, self.values(theta, pos)) ** 2
             parts.append(torch.exp(theta[self.variance_index[i]]) * k)
         if per_term:

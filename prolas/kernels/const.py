@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from prolas.kernels.spec import CONSTANT, Kernel, pairwise
+from prolas.kernels.spec import CONSTANT, ONE, Kernel, pairwise
 
 __all__ = ["Constant"]
 
@@ -23,7 +23,7 @@ class Constant(Kernel):
     stationary = True
     role = CONSTANT
     ot_costs = {"SE": 0.8, "RQ": 0.8, "PER": 0.9}  # the long-lengthscale limit of each
-    sgpr_role = "one"
+    sgpr_role = ONE
 
     def value(self, x1, x2, v, diag):
         return torch.ones_like(pairwise(x1, x2, diag))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from prolas.kernels.spec import POSITION, TREND, Kernel, ParamSpec, Start
+from prolas.kernels.spec import POSITION, TREND, VECTOR, Kernel, ParamSpec, Start
 
 __all__ = ["Linear"]
 
@@ -38,7 +38,7 @@ class Linear(Kernel):
     role = TREND
     variance_power = 2
     ot_costs = {"SE": 0.9, "RQ": 0.9, "PER": 0.9}
-    sgpr_role = "vector"
+    sgpr_role = VECTOR
     vector_slopes = (-1.0,)
 
     def value(self, x1, x2, v, diag):

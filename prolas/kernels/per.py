@@ -22,6 +22,7 @@ import torch
 from prolas.kernels.spec import (
     DIMENSIONLESS,
     LENGTH,
+    LOWRANK,
     NYQUIST_FLOOR,
     PERIODIC,
     Kernel,
@@ -65,7 +66,7 @@ class Periodic(Kernel):
     stationary = True
     role = PERIODIC
     ot_costs = {"SE": 0.6, "RQ": 0.7, "LIN": 0.9, "C": 0.9}
-    sgpr_role = "lowrank"
+    sgpr_role = LOWRANK
 
     def slow_lengthscale(self, params: dict[str, float]) -> float:
         """The lengthscale of the smooth kernel PER is when its period exceeds the data:

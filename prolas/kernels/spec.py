@@ -50,17 +50,22 @@ import torch
 
 __all__ = [
     "CONSTANT",
+    "DENSE",
     "DIMENSIONLESS",
     "LENGTH",
     "LENGTHSCALE_FLOOR",
     "MULTISCALE",
     "NYQUIST_FLOOR",
+    "ONE",
+    "LOWRANK",
     "PERIODIC",
     "POSITION",
     "ROLES",
+    "SGPR_ROLES",
     "SMOOTH",
     "TRANSITION",
     "TREND",
+    "VECTOR",
     "GramGrid",
     "Kernel",
     "ParamSpec",
@@ -95,6 +100,13 @@ TREND = "trend"  #: a polynomial factor about an ``offset``, in x's units
 CONSTANT = "constant"  #: 1 everywhere: not described
 TRANSITION = "transition"  #: a change operator's factor: said by the change sentences
 ROLES = (PERIODIC, MULTISCALE, SMOOTH, TREND, CONSTANT, TRANSITION)
+
+# --- the part a factor plays in the SGPR bound (prolas.gp.sgpr_kernel) -------------------
+DENSE = "dense"  #: a log-factor on the squared distances (SE, RQ)
+LOWRANK = "lowrank"  #: a log-factor of low rank in the inputs (PER)
+VECTOR = "vector"  #: rank one, ``s(t) s(t')`` (LIN, the change factors)
+ONE = "one"  #: 1 (C)
+SGPR_ROLES = (DENSE, LOWRANK, VECTOR, ONE)
 
 
 def exp_or_inf(v: float) -> float:
@@ -325,7 +337,7 @@ class Kernel:
     #: label mismatch costs to other kernels in the OT distance (unordered; a pair may
     #: be declared by either kernel; missing pairs cost 1)
     ot_costs: ClassVar[Mapping[str, float]] = {}
-    #: the part it plays in the SGPR bound: "dense", "lowrank", "vector" or "one"
+    #: the part it plays in the SGPR bound (:data:`SGPR_ROLES`)
     sgpr_role: ClassVar[str] = ""
 
     @property
@@ -429,7 +441,7 @@ class Stationary(Kernel):
     """
 
     stationary = True
-    sgpr_role = "dense"
+    sgpr_role = DENSE
 
     def log_k(self, d2: Any, v: Sequence[Any], xp: Any) -> Any:
         """``log k`` at squared distances ``d2``."""

@@ -33,6 +33,7 @@ from prolas.kernels.spec import (
     LENGTH,
     POSITION,
     TRANSITION,
+    VECTOR,
     Kernel,
     ParamSpec,
     Start,
@@ -149,7 +150,7 @@ class Transition(Kernel):
     operator: ClassVar[str] = ""
     side: ClassVar[int] = 0
     role = TRANSITION
-    sgpr_role = "vector"
+    sgpr_role = VECTOR
     vector_relative = True
 
     def stable(

@@ -50,10 +50,15 @@ from prolas.kernels import (
 )
 from prolas.kernels.se import LENGTHSCALE
 from prolas.kernels.spec import (
+    DENSE,
     LENGTH,
+    LOWRANK,
+    ONE,
     POSITION,
     ROLES,
+    SGPR_ROLES,
     SMOOTH,
+    VECTOR,
     GramGrid,
     Kernel,
     Stationary,
@@ -95,8 +100,8 @@ def matern(monkeypatch) -> Kernel:
 ENTRIES = [*BASE_KERNELS, *TRANSITIONS]
 #: the registry's entries and the Matérn example (registered by the ``matern`` fixture)
 ALL = [*ENTRIES, "MAT52"]
-RANK_ONE = [n for n in ENTRIES if factor(n).sgpr_role == "vector"]
-DENSE = [n for n in ENTRIES if isinstance(factor(n), Stationary)] + ["MAT52"]
+RANK_ONE = [n for n in ENTRIES if factor(n).sgpr_role == VECTOR]
+DENSE_STATIONARY = [n for n in ENTRIES if isinstance(factor(n), Stationary)] + ["MAT52"]
 
 # scaled inputs: irregular, two of them repeated, inside [0, 1]
 _T = np.sort(np.concatenate([np.random.default_rng(7).uniform(0, 1, 22), [0.0, 1.0, 0.5, 0.5]]))
@@ -179,21 +184,21 @@ def _sgpr_matrix(kernel: Kernel, values: list[float], th: list[float]) -> list[t
     v = [torch.tensor(x, dtype=DTYPE) for x in values]
     d2 = (t[:, None] - t[None, :]) ** 2
     role = kernel.sgpr_role
-    if role == "one":
+    if role == ONE:
         return [torch.ones_like(d2)]
-    if role == "vector":
+    if role == VECTOR:
         s = kernel.vector(t, v)
         out = [torch.outer(s, s)]
         if kernel.vector_relative:
             s2, _ = kernel.vector_and_m(t, values)
             out.append(torch.outer(s2, s2))
         return out
-    if role == "lowrank":
+    if role == LOWRANK:
         outs = []
         for lefts, rights, c in (kernel.sgpr_lowrank(t, t, v), kernel.sgpr_lowrank_theta(t, t, th)):
             outs.append(torch.exp(torch.stack(lefts, 1) @ torch.stack(rights, 0) - c))
         return outs
-    assert role == "dense"
+    assert role == DENSE
     g, coef = kernel.sgpr_log_into(d2, th, lambda name: torch.empty_like(d2))
     return [torch.exp(kernel.sgpr_log(d2, v)), torch.exp(coef * (d2 if g is None else g))]
 
@@ -244,7 +249,7 @@ def test_rank_one_derivatives_match_finite_differences(name, request) -> None:
         assert float((analytic - fd).abs().max()) <= 1e-6 * max(float(fd.abs().max()), 1.0)
 
 
-@pytest.mark.parametrize("name", DENSE)
+@pytest.mark.parametrize("name", DENSE_STATIONARY)
 def test_stationary_formula_gives_the_same_kernel_as_its_views(name, request) -> None:
     """A dense stationary kernel's ``log_k``/``dlog_k`` (what a new kernel writes) and the
     views derived from them agree with the views the shipped kernels spell out."""
@@ -284,13 +289,13 @@ def test_units_round_trip_and_boxes_hold_the_r_d_values(name, request) -> None:
 
 
 def test_every_entry_declares_what_the_back_ends_read() -> None:
-    roles = {"dense", "lowrank", "vector", "one"}
+    roles = set(SGPR_ROLES)
     for name in ENTRIES:
         k = factor(name)
         assert k.name == name and k.formula and k.description and k.role in ROLES
         assert k.sgpr_role in roles
         assert len(set(k.shape_params)) == len(k.params)
-        if k.sgpr_role == "vector" and not k.vector_relative:
+        if k.sgpr_role == VECTOR and not k.vector_relative:
             assert len(k.vector_slopes) == len(k.params)
     # the change operators and their factors agree
     for op, (shape, sides) in CHANGE_OPERATORS.items():
