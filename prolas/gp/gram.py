@@ -43,7 +43,13 @@ from scipy.linalg.lapack import dpotri
 
 from prolas.expr import CHANGE_FACTORS, Expression, factor_group, factor_kernel
 from prolas.kernels import OPERATORS, factor
-from prolas.kernels.spec import DIMENSIONLESS, LENGTH, POSITION, GramGrid, exp_or_inf
+from prolas.kernels.spec import (
+    DIMENSIONLESS,
+    GramGrid,
+    exp_or_inf,
+    natural_value,
+    scaled_value,
+)
 
 __all__ = [
     "GramModel",
@@ -111,19 +117,11 @@ class ParamInfo:
     def natural(self, value: float, x0: float, s: float) -> float:
         """A shape parameter's value in scaled units in x's own units (the data start at
         ``x0`` and span ``s``): a position ``x0 + s v``, a length ``v s``, else ``v``."""
-        if self.unit == POSITION:
-            return x0 + s * value
-        if self.unit == LENGTH:
-            return value * s
-        return value
+        return natural_value(self.unit, value, x0, s)
 
     def scaled(self, value: float, x0: float, s: float) -> float:
         """The inverse of :meth:`natural`."""
-        if self.unit == POSITION:
-            return (value - x0) / s
-        if self.unit == LENGTH:
-            return value / s
-        return value
+        return scaled_value(self.unit, value, x0, s)
 
 
 # Bounds in scaled units (span = 1, y standardised) of the parameters every model has;

@@ -74,7 +74,9 @@ __all__ = [
     "Stationary",
     "TermGradient",
     "exp_or_inf",
+    "natural_value",
     "pairwise",
+    "scaled_value",
 ]
 
 # --- units of a shape parameter -------------------------------------------------------
@@ -124,6 +126,25 @@ def pairwise(x1: torch.Tensor, x2: torch.Tensor, diag: bool) -> torch.Tensor:
 
 
 # --- parameters ---------------------------------------------------------------------------
+
+
+def natural_value(unit: str, value: float, x0: float, span: float) -> float:
+    """A parameter value on the scaled inputs ``t = (x - x0) / span`` in x's own units:
+    a :data:`POSITION` ``x0 + span v``, a :data:`LENGTH` ``v span``, else ``v``."""
+    if unit == POSITION:
+        return x0 + span * value
+    if unit == LENGTH:
+        return value * span
+    return value
+
+
+def scaled_value(unit: str, value: float, x0: float, span: float) -> float:
+    """The inverse of :func:`natural_value`."""
+    if unit == POSITION:
+        return (value - x0) / span
+    if unit == LENGTH:
+        return value / span
+    return value
 
 
 @dataclass(frozen=True)
@@ -233,21 +254,12 @@ class ParamSpec:
         return lo, math.log(self.upper)
 
     def to_natural(self, value: float, x0: float, span: float) -> float:
-        """A value on the scaled inputs in x's own units (the data start at ``x0`` and
-        span ``span``)."""
-        if self.unit == POSITION:
-            return x0 + span * value
-        if self.unit == LENGTH:
-            return value * span
-        return value
+        """A value on the scaled inputs in x's own units (:func:`natural_value`)."""
+        return natural_value(self.unit, value, x0, span)
 
     def from_natural(self, value: float, x0: float, span: float) -> float:
-        """The inverse of :meth:`to_natural`."""
-        if self.unit == POSITION:
-            return (value - x0) / span
-        if self.unit == LENGTH:
-            return value / span
-        return value
+        """The inverse of :meth:`to_natural` (:func:`scaled_value`)."""
+        return scaled_value(self.unit, value, x0, span)
 
 
 # --- the geometry and gradient contexts the views work on ---------------------------------
