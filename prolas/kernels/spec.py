@@ -56,8 +56,8 @@ __all__ = [
     "LENGTHSCALE_FLOOR",
     "MULTISCALE",
     "NYQUIST_FLOOR",
-    "ONE",
     "LOWRANK",
+    "ONE",
     "PERIODIC",
     "POSITION",
     "ROLES",
@@ -363,6 +363,7 @@ class Kernel:
         return {p.name: p.rd for p in self.params}
 
     def param(self, name: str) -> ParamSpec:
+        """The shape parameter called ``name``."""
         return next(p for p in self.params if p.name == name)
 
     def slow_lengthscale(self, params: Mapping[str, float]) -> float:

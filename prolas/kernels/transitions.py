@@ -94,6 +94,7 @@ class ChangeOperator:
         return {p.name: p.rd for p in self.params}
 
     def param(self, name: str) -> ParamSpec:
+        """The shape parameter called ``name``."""
         return next(p for p in self.params if p.name == name)
 
     def weight(self, side: int, x: np.ndarray | float, params: dict[str, float]) -> np.ndarray:
