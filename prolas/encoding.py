@@ -33,7 +33,8 @@ between the expression's kernel matrix ``K_e`` and b's matrix ``K_b`` on the inp
 (n points), each normalised by its mean diagonal ``m(.)`` so that r_d is scale-free, and
 divided by n so that it is a root-mean-square entry difference (comparable across n).
 The hyperparameters are fixed relative to the x span, on u = (x - min x) / span in [0, 1]
-(see :data:`RD_HYPERPARAMETERS`):
+(each kernel's ``rd`` values in the registry, :mod:`prolas.kernels`; collected in
+:data:`RD_HYPERPARAMETERS`):
 
     SE   lengthscale 0.1                 (a smooth function varying ~10 times over the span)
     LIN  offset 0 (the left end of x)    (a trend through the first point)
@@ -41,6 +42,8 @@ The hyperparameters are fixed relative to the x span, on u = (x - min x) / span 
     RQ   lengthscale 0.1, alpha 0.5      (same scale as SE, heavy multi-scale tails)
     C    (none)                          (the all-ones matrix)
 
+The matrices are the kernels' natural-unit formulas
+(:meth:`prolas.kernels.spec.Kernel.value`, the GPyTorch modules' own) evaluated on u.
 Each base matrix is normalised by its mean diagonal first, a product term is the
 element-wise product of its normalised factors, an expression is the sum of its terms
 (all term variances 1), normalised again.
@@ -48,7 +51,7 @@ element-wise product of its normalised factors, an expression is the sum of its 
 A change operator contributes its transition factors (:attr:`Expression.terms`:
 ``CP_BEFORE`` = (1 - σ(u))(1 - σ(u')), ``CP_AFTER`` = σ(u)σ(u'), ``CW_OUTSIDE``,
 ``CW_INSIDE`` with u(x) = σ₁(1 - σ₂), docs/conventions.md) to the terms on its sides, at fixed
-span-relative defaults (:data:`RD_CHANGE_HYPERPARAMETERS`):
+span-relative defaults (the operators' ``rd`` values, :data:`RD_CHANGE_HYPERPARAMETERS`):
 
     CP   location 0.5, width 0.05        (mid-range; 12 % -> 88 % over a fifth of the span)
     CW   start 0.25, end 0.75, width 0.05 (the middle half of the span)
@@ -79,11 +82,11 @@ from collections.abc import Sequence as SequenceABC
 
 import numpy as np
 import torch
-from scipy.special import expit
 
 from prolas.errors import GrammarError
 from prolas.expr import CHANGE_FACTORS, Expression, factor_kernel
 from prolas.grammar import Grammar, Sequence, sequence_expression
+from prolas.kernels import BASE_KERNELS, OPERATORS, TRANSITIONS, Kernel
 
 __all__ = [
     "GrammarEncoding",
@@ -98,18 +101,14 @@ __all__ = [
     "canonical_grid",
 ]
 
-#: Fixed r_d hyperparameters in units of the input span (u = (x - min) / span).
+#: Fixed r_d hyperparameters in units of the input span (u = (x - min) / span): each
+#: registry parameter's ``rd`` (as checkpoints record them).
 RD_HYPERPARAMETERS: dict[str, dict[str, float]] = {
-    "SE": {"lengthscale": 0.1},
-    "LIN": {"offset": 0.0},
-    "PER": {"lengthscale": 1.0, "period": 0.25},
-    "RQ": {"lengthscale": 0.1, "alpha": 0.5},
-    "C": {},
+    name: k.rd_values for name, k in BASE_KERNELS.items()
 }
 #: Fixed r_d parameters of the change operators' transition factors, in span units.
 RD_CHANGE_HYPERPARAMETERS: dict[str, dict[str, float]] = {
-    "CP": {"location": 0.5, "width": 0.05},
-    "CW": {"start": 0.25, "end": 0.75, "width": 0.05},
+    name: op.rd_values for name, op in OPERATORS.items()
 }
 #: r_d is computed on at most this many inputs.
 MAX_RD_INPUTS = 256
@@ -323,29 +322,31 @@ def rd_inputs(x: np.ndarray | SequenceABC[float]) -> np.ndarray:
     return x
 
 
-def base_kernel_matrices(x: np.ndarray, names: SequenceABC[str]) -> dict[str, np.ndarray]:
-    """Each base kernel at its r_d hyperparameters on u = (x - min)/span, normalised by its
-    mean diagonal: ``{name: (n, n)}`` float64."""
+def _unit_inputs(x: np.ndarray) -> torch.Tensor:
+    """u = (x - min) / span as a float64 ``(n, 1)`` tensor."""
     x = np.asarray(x, dtype=np.float64)
     span = float(x.max() - x.min())
     u = (x - x.min()) / (span if span > 0 else 1.0)
-    d = u[:, None] - u[None, :]
+    return torch.from_numpy(u).reshape(-1, 1)
+
+
+def _rd_matrix(kernel: Kernel, u: torch.Tensor, values: dict[str, float]) -> np.ndarray:
+    """``kernel`` at its r_d values on the inputs ``u`` ``(n, 1)``: ``(n, n)`` float64."""
+    v = {name: torch.tensor(value, dtype=torch.float64) for name, value in values.items()}
+    with torch.no_grad():
+        return kernel.value(u, u, v, diag=False).numpy()
+
+
+def base_kernel_matrices(x: np.ndarray, names: SequenceABC[str]) -> dict[str, np.ndarray]:
+    """Each base kernel at its r_d hyperparameters on u = (x - min)/span, normalised by its
+    mean diagonal: ``{name: (n, n)}`` float64."""
+    u = _unit_inputs(x)
     out = {}
     for name in names:
-        if name not in RD_HYPERPARAMETERS:
+        if name not in BASE_KERNELS:
             raise GrammarError(f"no r_d hyperparameters for base kernel {name!r}")
-        h = RD_HYPERPARAMETERS[name]
-        if name == "SE":
-            k = np.exp(-(d**2) / (2 * h["lengthscale"] ** 2))
-        elif name == "C":
-            k = np.ones_like(d)
-        elif name == "LIN":
-            k = np.outer(u - h["offset"], u - h["offset"])
-        elif name == "PER":
-            k = np.exp(-2 * np.sin(np.pi * np.abs(d) / h["period"]) ** 2 / h["lengthscale"] ** 2)
-        else:  # RQ
-            a, ell = h["alpha"], h["lengthscale"]
-            k = (1 + d**2 / (2 * a * ell**2)) ** (-a)
+        kernel = BASE_KERNELS[name]
+        k = _rd_matrix(kernel, u, kernel.rd_values)
         mean_diag = float(np.mean(np.diag(k)))
         out[name] = k / (mean_diag if mean_diag > 0 else 1.0)
     return out
@@ -356,17 +357,10 @@ def change_factor_matrices(x: np.ndarray) -> dict[str, np.ndarray]:
     u = (x - min)/span, not normalised: ``{"CP_BEFORE": (n, n), "CP_AFTER", "CW_OUTSIDE",
     "CW_INSIDE"}`` float64 (docs/conventions.md: (1 - σ(x))(1 - σ(x')), σ(x)σ(x'), (1 - u)(1 - u'),
     u u' with u = σ₁(1 - σ₂))."""
-    x = np.asarray(x, dtype=np.float64)
-    span = float(x.max() - x.min())
-    u = (x - x.min()) / (span if span > 0 else 1.0)
-    cp, cw = RD_CHANGE_HYPERPARAMETERS["CP"], RD_CHANGE_HYPERPARAMETERS["CW"]
-    after = expit((u - cp["location"]) / cp["width"])
-    inside = expit((u - cw["start"]) / cw["width"]) * (1.0 - expit((u - cw["end"]) / cw["width"]))
+    u = _unit_inputs(x)
     return {
-        "CP_BEFORE": np.outer(1.0 - after, 1.0 - after),
-        "CP_AFTER": np.outer(after, after),
-        "CW_OUTSIDE": np.outer(1.0 - inside, 1.0 - inside),
-        "CW_INSIDE": np.outer(inside, inside),
+        name: _rd_matrix(t, u, RD_CHANGE_HYPERPARAMETERS[t.operator])
+        for name, t in TRANSITIONS.items()
     }
 
 

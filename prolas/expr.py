@@ -3,8 +3,9 @@
 An expression is a tree of base kernels (``SE``, ``LIN``, ``PER``, ``RQ`` and the
 constant ``C``) joined by ``+``, ``*`` and the change operators ``CP(A, B)`` (A before
 a change-point, B after) and ``CW(A, B)`` (B inside a change-window, A outside).
-The tree carries no hyperparameter values and no torch; the GP model is built from
-it only in :mod:`prolas.gp`.
+The tree carries no hyperparameter values; the kernels themselves (formulas,
+parameters, idempotence) are the entries of the registry :mod:`prolas.kernels`, and
+the GP model is built from the tree only in :mod:`prolas.gp`.
 
 Every expression has one **canonical form** (docs/conventions.md): products are distributed
 over sums; inside a product ``SE*SE`` collapses to ``SE`` (idempotent kernels);
@@ -40,9 +41,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from prolas.errors import ExpressionError
+from prolas.kernels import BASE_KERNELS, CHANGE_FACTORS, CHANGE_OPERATORS, factor
 
 __all__ = [
-    "BaseKernelSpec",
     "BASE_KERNELS",
     "Expression",
     "Base",
@@ -68,63 +69,6 @@ __all__ = [
     "RQ",
 ]
 
-
-@dataclass(frozen=True)
-class BaseKernelSpec:
-    """Registry entry of a base kernel.
-
-    Attributes:
-        name: upper-case token used in expressions (``"SE"``).
-        shape_params: names of the shape hyperparameters (no variance: each
-            product term carries exactly one variance).
-        formula: the kernel as docs/conventions.md writes it, for docs and ``describe``.
-        idempotent: ``k*k`` is the same model as ``k`` (true for SE: the product of
-            two SEs is an SE with a combined lengthscale).
-        description: plain-language name used in reports.
-    """
-
-    name: str
-    shape_params: tuple[str, ...]
-    formula: str
-    idempotent: bool
-    description: str
-
-
-#: Registry of base kernels; adding a kernel to prolas starts with one entry here
-#: (plus its GPyTorch module in :mod:`prolas.gp` and defaults in :mod:`prolas.encoding`).
-BASE_KERNELS: dict[str, BaseKernelSpec] = {
-    spec.name: spec
-    for spec in (
-        BaseKernelSpec("LIN", ("offset",), "(x - c)(x' - c)", False, "linear function"),
-        BaseKernelSpec(
-            "PER",
-            ("lengthscale", "period"),
-            "exp(-2 sin^2(pi |d| / p) / l^2)",
-            False,
-            "periodic function",
-        ),
-        BaseKernelSpec(
-            "RQ",
-            ("lengthscale", "alpha"),
-            "(1 + d^2 / (2 alpha l^2))^(-alpha)",
-            False,
-            "smooth function with multi-scale variation",
-        ),
-        BaseKernelSpec("SE", ("lengthscale",), "exp(-d^2 / (2 l^2))", True, "smooth function"),
-        BaseKernelSpec("C", (), "1", True, "constant"),
-    )
-}
-
-#: A change operator: its shape parameters (shared by every term it expands into) and
-#: the factor names of its two sides, ``(A side, B side)`` (docs/conventions.md).
-CHANGE_OPERATORS: dict[str, tuple[tuple[str, ...], tuple[str, str]]] = {
-    "CP": (("location", "width"), ("CP_BEFORE", "CP_AFTER")),
-    "CW": (("start", "end", "width"), ("CW_OUTSIDE", "CW_INSIDE")),
-}
-#: Factor name (``"CP_BEFORE"`` ...) -> its change operator (``"CP"``).
-CHANGE_FACTORS: dict[str, str] = {
-    side: op for op, (_, sides) in CHANGE_OPERATORS.items() for side in sides
-}
 
 #: A product term of base kernels in canonical form: factor names sorted alphabetically.
 Term = tuple[str, ...]
@@ -231,9 +175,7 @@ def factor_kernel(name: str) -> str:
 
 def factor_shape_params(kind: str) -> tuple[str, ...]:
     """Shape parameters of a factor kind: a base kernel's, or its change operator's."""
-    if kind in CHANGE_FACTORS:
-        return CHANGE_OPERATORS[CHANGE_FACTORS[kind]][0]
-    return BASE_KERNELS[kind].shape_params
+    return factor(kind).shape_params
 
 
 def factor_group(name: str) -> int | None:

@@ -35,6 +35,9 @@ from prolas.expr import CHANGE_OPERATORS, parse
 from prolas.gp.fit import DTYPE, FitResult, natural_covar_module, term_factors
 from prolas.gp.natural import HELD_SPANS
 from prolas.gp.predict import decompose
+from prolas.kernels import OPERATORS
+from prolas.kernels import factor as kernel_of
+from prolas.kernels.transitions import logistic
 
 __all__ = [
     "ACTIVE_WEIGHT",
@@ -94,8 +97,9 @@ def flat_factors(fit: FitResult, dataset: Dataset) -> list[set[int]]:
         max_ij | v_t * prod_{g != f} K_g[i, j] * (K_f[i, j] - 1) | < FLAT_TOLERANCE * noise,
 
     i.e. the term's prior covariance hardly changes if the factor is dropped (an SE with
-    lengthscale 3e8 years on 40 years of data, an RQ with alpha 1e-5). LIN factors are
-    never flat (they carry the term's scale). Inputs: an evenly spaced subsample of at
+    lengthscale 3e8 years on 40 years of data, an RQ with alpha 1e-5). Factors in x's
+    units (a kernel's ``variance_power > 0``: LIN) are never flat: they carry the term's
+    scale, so their values are not comparable to 1. Inputs: an evenly spaced subsample of at
     most 200 points (matrices ``(m, m)``, ``m <= 200``).
     """
     x = torch.tensor(dataset.x[dataset.spaced_indices(_FLAT_POINTS)], dtype=DTYPE).reshape(-1, 1)
@@ -107,7 +111,7 @@ def flat_factors(fit: FitResult, dataset: Dataset) -> list[set[int]]:
             mats = [f.forward(x, x) for f in term_factors(scale)]
             flat = set()
             for i, factor in enumerate(term.factors):
-                if factor.kernel == "LIN":
+                if kernel_of(factor.kernel).variance_power > 0:
                     continue
                 rest = torch.ones_like(mats[i])
                 for j, m in enumerate(mats):
@@ -123,10 +127,9 @@ def flat_factors(fit: FitResult, dataset: Dataset) -> list[set[int]]:
 # --- change operators -----------------------------------------------------------------------
 
 
-def sigmoid(z: np.ndarray | float) -> np.ndarray:
-    """``σ(z) = 1 / (1 + exp(-z))`` elementwise, without overflow: computed as
-    ``(1 + tanh(z / 2)) / 2``. Returns a float64 array of ``z``'s shape."""
-    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, dtype=np.float64)))
+#: ``σ(z) = 1 / (1 + exp(-z))`` elementwise, without overflow
+#: (:func:`prolas.kernels.transitions.logistic`).
+sigmoid = logistic
 
 
 @dataclass(frozen=True)
@@ -157,15 +160,10 @@ class FitChange:
         (its factor is ``s(x) s(x')``): ``1 - σ``/``σ`` for CP, ``1 - u``/``u`` for CW.
 
         With width ``w``: CP ``σ((x - location) / w)``; CW
-        ``u(x) = σ((x - start) / w) σ(-(x - end) / w)``. Same shape as ``x``.
+        ``u(x) = σ((x - start) / w) σ(-(x - end) / w)`` (the operator's
+        :meth:`prolas.kernels.ChangeOperator.weight`). Same shape as ``x``.
         """
-        x = np.asarray(x, dtype=np.float64)
-        w = self.params["width"]
-        if self.op == "CP":
-            b = sigmoid((x - self.params["location"]) / w)
-        else:
-            b = sigmoid((x - self.params["start"]) / w) * sigmoid(-(x - self.params["end"]) / w)
-        return b if side == 1 else 1.0 - b
+        return OPERATORS[self.op].weight(side, x, self.params)
 
 
 def fit_changes(fit: FitResult, dataset: Dataset | None = None) -> list[FitChange]:

@@ -19,23 +19,12 @@ Gradient. With ``alpha = K^{-1} y`` and ``W = alpha alpha^T - K^{-1}``,
 
     d log p(y) / d theta_j = 1/2 sum_{ab} W_ab (dK/d theta_j)_ab.
 
-For SE, RQ and PER, ``dk_f/d theta = k_f * M`` for an elementwise factor ``M``, so
+Each factor's Gram matrix and its gradient factors come from its entry in the kernel
+registry (:meth:`prolas.kernels.spec.Kernel.gram`, one module per kernel). Where
+``dk_f/d theta = k_f * M`` for an elementwise ``M`` (SE, RQ, PER, the change factors),
 the term's gradient is ``1/2 <W * K_t, M>`` with ``K_t = v_t prod_f k_f``: no division
 by ``k_f`` (which underflows to 0). LIN's derivative ``-(t + t' - 2c)`` is not
 proportional to ``k_f`` and uses the product of the other factors instead.
-
-Factor derivatives in the log parameters (``d = t - t'``):
-
-==========  ==================================  =========================================
-kernel      k                                   M = (dk / d log param) / k
-==========  ==================================  =========================================
-SE          exp(-d^2 / 2l^2)                    l: d^2 / l^2
-RQ          (1 + u)^(-a), u = d^2 / (2 a l^2)   l: 2 a u / (1 + u)
-                                                a: a (u / (1 + u) - log(1 + u))
-PER         exp(-2 sin^2(pi d / p) / l^2)       l: 4 sin^2(pi d / p) / l^2
-                                                p: 2 pi d sin(2 pi d / p) / (l^2 p)
-LIN         (t - c)(t' - c)                     c (absolute): dk/dc = -(t + t' - 2c)
-==========  ==================================  =========================================
 
 The time spent in the Cholesky factorisation, the solves and the inverse (the linear
 algebra floor) is accumulated in :data:`LINALG_SECONDS`, so benchmarks can report
@@ -51,9 +40,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky
 from scipy.linalg.lapack import dpotri
-from scipy.special import expit
 
-from prolas.expr import CHANGE_FACTORS, CHANGE_OPERATORS, Expression, factor_group, factor_kernel
+from prolas.expr import CHANGE_FACTORS, Expression, factor_group, factor_kernel
+from prolas.kernels import OPERATORS, factor
+from prolas.kernels.spec import (
+    DIMENSIONLESS,
+    GramGrid,
+    exp_or_inf,
+    natural_value,
+    scaled_value,
+)
 
 __all__ = [
     "GramModel",
@@ -72,10 +68,9 @@ LINALG_SECONDS = [0.0]
 _LOG2PI = math.log(2.0 * math.pi)
 
 
-def _exp(v: float) -> float:
-    """``exp(v)``, ``inf`` instead of OverflowError (trial steps may leave the box where a
-    bound is open; the non-finite K is then a failed point, not an exception)."""
-    return math.exp(v) if v < 709.0 else math.inf
+#: ``exp(v)``, ``inf`` instead of OverflowError (trial steps may leave the box where a
+#: bound is open; the non-finite K is then a failed point, not an exception).
+_exp = exp_or_inf
 
 
 def linalg_seconds() -> float:
@@ -96,6 +91,8 @@ class ParamInfo:
         lower, upper: bounds on ``theta`` (on the log where ``log``).
         group: the change operator's group index for its shared location/width
             parameters (:attr:`prolas.expr.Expression.change_groups`), else ``-1``.
+        unit: how the value maps to x's units (:class:`prolas.kernels.ParamSpec`'s
+            ``unit``); a variance's and the noise's are ``"dimensionless"``.
     """
 
     term: int
@@ -106,48 +103,53 @@ class ParamInfo:
     lower: float
     upper: float
     group: int = -1
+    unit: str = DIMENSIONLESS
 
     def value(self, theta_j: float) -> float:
+        """The value (scaled units) of entry ``theta_j``."""
         return _exp(theta_j) if self.log else float(theta_j)
 
     def to_theta(self, value: float) -> float:
+        """The entry of ``theta`` for a value in scaled units, clipped into the box."""
         v = math.log(max(value, 1e-300)) if self.log else float(value)
         return min(max(v, self.lower), self.upper)
 
+    def natural(self, value: float, x0: float, s: float) -> float:
+        """A shape parameter's value in scaled units in x's own units (the data start at
+        ``x0`` and span ``s``): a position ``x0 + s v``, a length ``v s``, else ``v``."""
+        return natural_value(self.unit, value, x0, s)
 
-# Bounds in scaled units (span = 1, y standardised). Wide enough never to bind on a
-# sensible model, narrow enough that no kernel value can overflow. The edges are where a
-# model reaches its nested sub-models (prolas.nesting) to far below a nat: a stationary
-# factor at the upper lengthscale is 1 on the data within 1e-12, RQ at the upper alpha is
-# SE within ~1e-7, a term at the lower variance drops out.
-_LOG_LENGTHSCALE = (math.log(1e-4), math.log(1e6))
-_LOG_PER_LENGTHSCALE = (math.log(1e-3), math.log(1e6))
-_LOG_ALPHA = (math.log(1e-3), math.log(1e8))
-_OFFSET = (-10.0, 11.0)
+    def scaled(self, value: float, x0: float, s: float) -> float:
+        """The inverse of :meth:`natural`."""
+        return scaled_value(self.unit, value, x0, s)
+
+
+# Bounds in scaled units (span = 1, y standardised) of the parameters every model has;
+# the kernels' shape parameters declare theirs (prolas.kernels). A term at the lower
+# variance drops out (the edge where a model reaches its nested sub-models).
 _LOG_VARIANCE = (math.log(1e-12), math.log(1e6))
 _LOG_NOISE = (math.log(NOISE_FLOOR), math.log(10.0))
-_MAX_PERIOD = 100.0
-# Change locations may sit a little outside the data (a change just before the first
-# or after the last point); widths from sharp steps to a blend over the whole span.
-_LOCATION = (-0.25, 1.25)
-_LOG_WIDTH = (math.log(1e-4), math.log(1.0))
 
 
 def parameter_layout(
     terms: tuple[tuple[str, ...], ...], period_floor: float, lengthscale_floor: float = 0.0
 ) -> tuple[ParamInfo, ...]:
     """The entries of ``theta`` for a canonical sum of products (module docstring):
-    per term its log variance, then each factor's shape parameters; log noise last.
-    Shared by the exact fit (:class:`GramModel`) and the SGPR refit (:mod:`prolas.gp.scalable`).
+    each change operator's shape parameters once, then per term its log variance and each
+    base factor's shape parameters; log noise last. Shared by the exact fit
+    (:class:`GramModel`) and the SGPR refit (:mod:`prolas.gp.scalable`).
 
-    ``lengthscale_floor`` (scaled units, 0 = none) raises the lower bound of SE and RQ
-    lengthscales above the numerical one (:class:`prolas.gp.FitConfig.lengthscale_floor`).
+    Each shape parameter's log scale, unit and box come from its kernel's entry in
+    :mod:`prolas.kernels`; ``period_floor`` (2Δ, Nyquist) and ``lengthscale_floor`` (scaled
+    units, 0 = none; :class:`prolas.gp.FitConfig.lengthscale_floor`) raise the lower
+    bounds of the parameters that declare those floors.
     """
-    floor = max(float(period_floor), 1e-12)
-    log_ls = _LOG_LENGTHSCALE
-    if lengthscale_floor > 0:
-        log_ls = (max(log_ls[0], math.log(lengthscale_floor)), log_ls[1])
     params: list[ParamInfo] = []
+
+    def add(term: int, j: int, kernel: str, spec, group: int = -1) -> None:
+        lo, hi = spec.box(period_floor, lengthscale_floor)
+        params.append(ParamInfo(term, j, kernel, spec.name, spec.log, lo, hi, group, spec.unit))
+
     # change operators first, once per group (shared by every term on their sides)
     groups: dict[int, str] = {}
     for term in terms:
@@ -155,29 +157,19 @@ def parameter_layout(
             if (g := factor_group(name)) is not None:
                 groups.setdefault(g, CHANGE_FACTORS[factor_kernel(name)])
     for g in sorted(groups):
-        op = groups[g]
-        for pname in CHANGE_OPERATORS[op][0]:
-            if pname == "width":
-                params.append(ParamInfo(-1, -1, op, pname, True, *_LOG_WIDTH, group=g))
-            else:
-                params.append(ParamInfo(-1, -1, op, pname, False, *_LOCATION, group=g))
+        for spec in OPERATORS[groups[g]].params:
+            add(-1, -1, groups[g], spec, g)
     for i, term in enumerate(terms):
         params.append(ParamInfo(i, -1, "variance", "variance", True, *_LOG_VARIANCE))
         for j, name in enumerate(term):
             if factor_group(name) is not None:
                 continue
-            if name in ("SE", "RQ"):
-                params.append(ParamInfo(i, j, name, "lengthscale", True, *log_ls))
-            if name == "RQ":
-                params.append(ParamInfo(i, j, name, "alpha", True, *_LOG_ALPHA))
-            if name == "PER":
-                params.append(ParamInfo(i, j, name, "lengthscale", True, *_LOG_PER_LENGTHSCALE))
-                hi = math.log(max(_MAX_PERIOD, 10.0 * floor))
-                params.append(ParamInfo(i, j, name, "period", True, math.log(floor), hi))
-            if name == "LIN":
-                params.append(ParamInfo(i, j, name, "offset", False, *_OFFSET))
-            if name not in ("SE", "RQ", "PER", "LIN", "C"):
-                raise ValueError(f"no analytic Gram matrix for kernel {name!r}")
+            try:
+                kernel = factor(name)
+            except KeyError:
+                raise ValueError(f"no analytic Gram matrix for kernel {name!r}") from None
+            for spec in kernel.params:
+                add(i, j, name, spec)
     params.append(ParamInfo(-1, -1, "noise", "noise", True, *_LOG_NOISE))
     return tuple(params)
 
@@ -217,9 +209,8 @@ class GramModel:
             ]
             for i, f in enumerate(self.terms)
         ]
-        self._d = self.t[:, None] - self.t[None, :]
-        self._d2 = self._d**2
-        self._sum = self.t[:, None] + self.t[None, :]
+        self._grid = GramGrid.of(self.t)
+        self._kernels = [[factor(factor_kernel(name)) for name in term] for term in self.terms]
 
     # --- parameter vector -------------------------------------------------------------
     @property
@@ -249,93 +240,19 @@ class GramModel:
 
     # --- factors ----------------------------------------------------------------------
     def _factor(
-        self, name: str, theta: np.ndarray, idx: list[int], grad: bool
+        self, i: int, j: int, theta: np.ndarray, grad: bool
     ) -> tuple[np.ndarray, list[tuple[np.ndarray, bool]]]:
-        """``(k_f, [(M, relative), ...])`` for one factor: ``dk/dθ = k*M`` if relative else M."""
-        if ":" in name:
-            return self._change_factor(factor_kernel(name), theta, idx, grad)
-        if name == "C":
-            return np.ones((self.n, self.n)), []
-        if name == "SE":
-            ls2 = _exp(2.0 * theta[idx[0]])
-            r = self._d2 / ls2
-            k = np.exp(-0.5 * r)
-            return k, ([(r, True)] if grad else [])
-        if name == "RQ":
-            ls2, a = _exp(2.0 * theta[idx[0]]), _exp(theta[idx[1]])
-            u = self._d2 / (2.0 * a * ls2)
-            log1pu = np.log1p(u)
-            k = np.exp(-a * log1pu)
-            if not grad:
-                return k, []
-            frac = u / (1.0 + u)
-            return k, [(2.0 * a * frac, True), (a * (frac - log1pu), True)]
-        if name == "PER":
-            ls2, p = _exp(2.0 * theta[idx[0]]), _exp(theta[idx[1]])
-            # cos(w d) and sin(w d) as rank-2 outer products of n-vectors (w = 2 pi / p):
-            # no transcendental function on the n x n grid.
-            w = 2.0 * math.pi / p
-            c, s = np.cos(w * self.t), np.sin(w * self.t)
-            one_minus_cos = 1.0 - np.multiply.outer(c, c) - np.multiply.outer(s, s)
-            k = np.exp(-one_minus_cos / ls2)  # 2 sin^2(pi d / p) = 1 - cos(w d)
-            if not grad:
-                return k, []
-            sin_wd = np.multiply.outer(s, c)
-            sin_wd -= np.multiply.outer(c, s)
-            dp = (w / ls2) * self._d * sin_wd
-            return k, [(2.0 * one_minus_cos / ls2, True), (dp, True)]
-        # LIN
-        c = theta[idx[0]]
-        tc = self.t - c
-        k = np.multiply.outer(tc, tc)
-        return k, ([(-(self._sum - 2.0 * c), False)] if grad else [])
-
-    def _change_factor(
-        self, side: str, theta: np.ndarray, idx: list[int], grad: bool
-    ) -> tuple[np.ndarray, list[tuple[np.ndarray, bool]]]:
-        """A change factor ``s(t) s(t')`` (rank one) and its relative derivatives.
-
-        With ``z = (t - l) / w`` and ``σ = expit(z)``: ``CP_AFTER`` has ``s = σ``,
-        ``CP_BEFORE`` ``s = 1 - σ``; ``CW_INSIDE`` has ``s = u = σ₁(1 - σ₂)`` (σᵢ at
-        start and end, one width), ``CW_OUTSIDE`` ``s = 1 - u``. The derivative of
-        ``s(t)s(t')`` in a parameter is ``k * (m(t) + m(t'))`` with ``m = (ds/dθ) / s``,
-        which stays bounded where ``s`` underflows (no division by a vanishing ``s``).
-        """
-        w = _exp(theta[idx[-1]])
-        if side in ("CP_BEFORE", "CP_AFTER"):
-            z = (self.t - theta[idx[0]]) / w
-            sig, one_minus = expit(z), expit(-z)
-            if side == "CP_AFTER":
-                s, ms = sig, [-one_minus / w, -one_minus * z]
-            else:
-                s, ms = one_minus, [sig / w, sig * z]
-        else:
-            z1, z2 = (self.t - theta[idx[0]]) / w, (self.t - theta[idx[1]]) / w
-            s1, c1 = expit(z1), expit(-z1)  # σ₁ and 1 - σ₁
-            s2, c2 = expit(z2), expit(-z2)
-            u = s1 * c2
-            # d log u / d (start, end, log w)
-            inside = [-c1 / w, s2 / w, -c1 * z1 + s2 * z2]
-            if side == "CW_INSIDE":
-                s, ms = u, inside
-            else:
-                s = c1 + s1 * s2  # 1 - u, without cancellation
-                ratio = np.divide(u, s, out=np.zeros_like(u), where=s > 0)
-                ms = [-ratio * m for m in inside]
-        k = np.multiply.outer(s, s)
-        if not grad:
-            return k, []
-        return k, [(m[:, None] + m[None, :], True) for m in ms]
+        """``(k_f, [(M, relative), ...])`` of factor ``j`` of term ``i``
+        (:meth:`prolas.kernels.spec.Kernel.gram`): ``dk/dθ = k*M`` if relative else M."""
+        th = [theta[k] for k in self._factor_index[i][j]]
+        return self._kernels[i][j].gram(self._grid, th, grad)
 
     def _terms(self, theta: np.ndarray, grad: bool) -> tuple[np.ndarray, list[tuple]]:
         """``(sum_t K_t, [(K_t, [(k_f, derivs), ...]), ...])`` without the noise."""
         K = np.zeros((self.n, self.n))
         terms = []
         for i, term in enumerate(self.terms):
-            factors = [
-                self._factor(name, theta, self._factor_index[i][j], grad)
-                for j, name in enumerate(term)
-            ]
+            factors = [self._factor(i, j, theta, grad) for j in range(len(term))]
             kt = factors[0][0]
             if len(factors) > 1:  # prod_f k_f, left to right, then the variance
                 kt = kt * factors[1][0]

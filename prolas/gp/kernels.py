@@ -1,30 +1,21 @@
-"""GPyTorch modules for the base kernels, with exactly the formulas of docs/conventions.md.
+"""GPyTorch modules of the registry's kernels, with exactly the formulas of docs/conventions.md.
 
-Inputs are 1-D; ``d = x - x'``. Each kernel supports a batch of independent
-hyperparameter settings (``batch_shape``), which is how :mod:`prolas.gp` runs all
-random restarts of a fit as one model.
+One module class per entry of :mod:`prolas.kernels` (base kernels, ``C`` and the change
+factors): its ``forward`` is the entry's natural-unit formula
+(:meth:`prolas.kernels.spec.Kernel.value`) and it holds one raw parameter per shape
+parameter, log-parametrised where the entry optimises on the log scale
+(:func:`log_positive`; a parameter with the Nyquist floor, PER's period, is bounded
+below by ``period_floor``), unconstrained otherwise (LIN's offset, change locations).
+A kernel added to the registry gets its module here without code:
+:data:`KERNEL_MODULES` makes it on first use.
 
-================  ==========================================  ====================
-name              formula                                     shape parameters
-================  ==========================================  ====================
-SE                exp(-d^2 / (2 l^2))                         lengthscale l
-LIN               (x - c)(x' - c)                             offset c
-PER               exp(-2 sin^2(pi |d| / p) / l^2)             lengthscale l, period p
-RQ                (1 + d^2 / (2 alpha l^2))^(-alpha)          lengthscale l, alpha
-C                 1                                           (none)
-CP_BEFORE         (1 - σ(x))(1 - σ(x'))                        location l, width w
-CP_AFTER          σ(x) σ(x')                                   location l, width w
-CW_OUTSIDE        (1 - u(x))(1 - u(x'))                        start, end, width w
-CW_INSIDE         u(x) u(x')                                   start, end, width w
-================  ==========================================  ====================
-
-``σ(x) = 1 / (1 + exp(-(x - l) / w))``; ``u(x) = σ_start(x) (1 - σ_end(x))`` with one
-shared width. The change factors are what ``CP(A, B)`` and ``CW(A, B)`` contribute to
-each term of their sides (docs/conventions.md); tied parameters are simply set equal.
+Inputs are 1-D; ``d = x - x'``. Each module supports a batch of independent
+hyperparameter settings (``batch_shape``). Amplitude lives in one ``ScaleKernel`` per
+product term (see :func:`prolas.gp.build_covar_module`); the change factors' values are
+tied by the fit (they are simply set equal).
 
 GPyTorch's own ``PeriodicKernel`` divides by ``l`` rather than ``l^2`` and its
-``LinearKernel`` has no offset, hence these small modules. Amplitude lives in one
-``ScaleKernel`` per product term (see :func:`prolas.gp.build_covar_module`).
+``LinearKernel`` has no offset, hence these modules.
 
 Shapes: ``x1`` is ``batch x n x 1``, ``x2`` is ``batch x m x 1``; hyperparameters
 are ``batch x 1 x 1``; the output is ``batch x n x m`` (``batch x n`` with ``diag``).
@@ -32,13 +23,16 @@ are ``batch x 1 x 1``; the output is ``batch x n x m`` (``batch x n`` with ``dia
 
 from __future__ import annotations
 
-import math
-
 import torch
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import Kernel
 
+from prolas.kernels import BASE_KERNELS, TRANSITIONS, factor
+from prolas.kernels import Kernel as RegistryKernel
+from prolas.kernels.spec import NYQUIST_FLOOR
+
 __all__ = [
+    "KernelModule",
     "SEKernel",
     "LINKernel",
     "PERKernel",
@@ -47,6 +41,7 @@ __all__ = [
     "ChangeFactor",
     "KERNEL_MODULES",
     "log_positive",
+    "module_class",
 ]
 
 
@@ -60,16 +55,23 @@ def log_positive(lower: float = 0.0) -> GreaterThan:
     return GreaterThan(lower, transform=torch.exp, inv_transform=torch.log)
 
 
-def _diff(x1: torch.Tensor, x2: torch.Tensor, diag: bool) -> torch.Tensor:
-    """Pairwise differences of 1-D inputs: ``batch x n x m`` (``batch x n`` if diag)."""
-    if diag:
-        return (x1 - x2)[..., 0]
-    return x1 - x2.transpose(-1, -2)
+class KernelModule(Kernel):
+    """The GPyTorch module of one registry entry (:attr:`kernel`).
 
+    Args:
+        batch_shape: independent hyperparameter settings.
+        period_floor: lower bound of parameters with the Nyquist floor (PER's period).
+    """
 
-class _BaseKernel(Kernel):
-    def __init__(self, batch_shape: torch.Size = torch.Size()) -> None:
+    kernel: RegistryKernel
+    shape_params: tuple[str, ...] = ()
+
+    def __init__(self, batch_shape: torch.Size = torch.Size(), period_floor: float = 0.0) -> None:
         super().__init__(batch_shape=batch_shape)
+        self.period_floor = float(period_floor)
+        for spec in self.kernel.params:
+            lower = self.period_floor if spec.floor == NYQUIST_FLOOR else 0.0
+            self._param(spec.name, log_positive(lower) if spec.log else None)
 
     def _param(self, name: str, constraint=None) -> None:
         """Register ``raw_<name>`` (``batch x 1 x 1``); ``constraint=None`` = unconstrained."""
@@ -97,135 +99,55 @@ class _BaseKernel(Kernel):
         with torch.no_grad():
             raw.copy_(value if constraint is None else constraint.inverse_transform(value))
 
-
-class SEKernel(_BaseKernel):
-    """Squared exponential, ``exp(-d^2 / (2 l^2))``."""
-
-    shape_params = ("lengthscale",)
-
-    def __init__(self, batch_shape: torch.Size = torch.Size()) -> None:
-        super().__init__(batch_shape)
-        self._param("lengthscale", log_positive())
-
     def forward(self, x1, x2, diag: bool = False, **params):
-        d = _diff(x1, x2, diag)
-        ls = self._get("lengthscale")
-        ls = ls[..., 0] if diag else ls
-        return torch.exp(-0.5 * (d / ls) ** 2)
+        values = {name: self._get(name) for name in self.shape_params}
+        return self.kernel.value(x1, x2, values, diag)
 
 
-class LINKernel(_BaseKernel):
-    """Linear with offset, ``(x - c)(x' - c)``. Not stationary; no variance here."""
-
-    shape_params = ("offset",)
-
-    def __init__(self, batch_shape: torch.Size = torch.Size()) -> None:
-        super().__init__(batch_shape)
-        self._param("offset")  # unconstrained real
-
-    def forward(self, x1, x2, diag: bool = False, **params):
-        c = self.raw_offset
-        if diag:
-            return ((x1 - c[..., 0:1, :]) * (x2 - c[..., 0:1, :]))[..., 0]
-        return (x1 - c) @ (x2 - c).transpose(-1, -2)
-
-
-class PERKernel(_BaseKernel):
-    """Periodic, ``exp(-2 sin^2(pi |d| / p) / l^2)``; ``p >= period_floor`` (Nyquist 2Δ)."""
-
-    shape_params = ("lengthscale", "period")
-
-    def __init__(self, batch_shape: torch.Size = torch.Size(), period_floor: float = 0.0) -> None:
-        super().__init__(batch_shape)
-        self._param("lengthscale", log_positive())
-        floor = float(period_floor)
-        self._param("period", log_positive(floor))
-        self.period_floor = floor
-
-    def forward(self, x1, x2, diag: bool = False, **params):
-        d = _diff(x1, x2, diag)
-        ls, p = self._get("lengthscale"), self._get("period")
-        if diag:
-            ls, p = ls[..., 0], p[..., 0]
-        return torch.exp(-2.0 * torch.sin(math.pi * d / p) ** 2 / ls**2)
-
-
-class RQKernel(_BaseKernel):
-    """Rational quadratic, ``(1 + d^2 / (2 alpha l^2))^(-alpha)``."""
-
-    shape_params = ("lengthscale", "alpha")
-
-    def __init__(self, batch_shape: torch.Size = torch.Size()) -> None:
-        super().__init__(batch_shape)
-        self._param("lengthscale", log_positive())
-        self._param("alpha", log_positive())
-
-    def forward(self, x1, x2, diag: bool = False, **params):
-        d = _diff(x1, x2, diag)
-        ls, a = self._get("lengthscale"), self._get("alpha")
-        if diag:
-            ls, a = ls[..., 0], a[..., 0]
-        return torch.pow(1.0 + 0.5 * (d / ls) ** 2 / a, -a)
-
-
-class ConstantFactor(_BaseKernel):
-    """The constant kernel ``C``: 1 everywhere (its term variance is its only parameter)."""
-
-    shape_params = ()
-
-    def forward(self, x1, x2, diag: bool = False, **params):
-        d = _diff(x1, x2, diag)
-        return torch.ones_like(d)
-
-
-class ChangeFactor(_BaseKernel):
-    """A change-operator factor ``s(x) s(x')`` (rank one); ``side`` picks ``s``.
-
-    ``CP_AFTER``: ``s = σ``; ``CP_BEFORE``: ``s = 1 - σ``, with
-    ``σ(x) = 1 / (1 + exp(-(x - location) / width))``. ``CW_INSIDE``: ``s = u =
-    σ_start (1 - σ_end)``; ``CW_OUTSIDE``: ``s = 1 - u``.
-    """
-
-    side = ""
-
-    def __init__(self, batch_shape: torch.Size = torch.Size()) -> None:
-        super().__init__(batch_shape)
-        for name in self.shape_params:
-            self._param(name, log_positive() if name == "width" else None)
+class ChangeFactor(KernelModule):
+    """The module of a change-operator factor ``s(x) s(x')`` (rank one)."""
 
     def weight(self, x: torch.Tensor) -> torch.Tensor:
         """``s(x)`` for inputs ``batch x n x 1``."""
-        w = self._get("width")
-        if self.side.startswith("CP"):
-            z = (x - self._get("location")) / w
-            return torch.sigmoid(z) if self.side == "CP_AFTER" else torch.sigmoid(-z)
-        u = torch.sigmoid((x - self._get("start")) / w) * torch.sigmoid(-(x - self._get("end")) / w)
-        return u if self.side == "CW_INSIDE" else 1.0 - u
-
-    def forward(self, x1, x2, diag: bool = False, **params):
-        s1, s2 = self.weight(x1), self.weight(x2)
-        if diag:
-            return (s1 * s2)[..., 0]
-        return s1 @ s2.transpose(-1, -2)
+        return self.kernel.weight(x, {name: self._get(name) for name in self.shape_params})
 
 
-def _change_factor(side: str, params: tuple[str, ...]) -> type[ChangeFactor]:
+def module_class(kernel: RegistryKernel) -> type[KernelModule]:
+    """A new module class for a registry entry: ``SEKernel`` for ``SE``, ``CP_AFTERFactor``
+    for a change factor."""
+    change = kernel.name in TRANSITIONS
+    base = ChangeFactor if change else KernelModule
     return type(
-        f"{side}Factor",
-        (ChangeFactor,),
-        {"side": side, "shape_params": params, "__doc__": f"``{side}`` change factor."},
+        f"{kernel.name}{'Factor' if change else 'Kernel'}",
+        (base,),
+        {
+            "kernel": kernel,
+            "shape_params": kernel.shape_params,
+            "__doc__": f"``{kernel.name}``: ``{kernel.formula}`` ({kernel.description}).",
+            "__module__": __name__,
+        },
     )
 
 
-#: Base-kernel name -> GPyTorch module class (extend together with prolas.expr.BASE_KERNELS).
-KERNEL_MODULES: dict[str, type[_BaseKernel]] = {
-    "SE": SEKernel,
-    "LIN": LINKernel,
-    "PER": PERKernel,
-    "RQ": RQKernel,
-    "C": ConstantFactor,
-    "CP_BEFORE": _change_factor("CP_BEFORE", ("location", "width")),
-    "CP_AFTER": _change_factor("CP_AFTER", ("location", "width")),
-    "CW_OUTSIDE": _change_factor("CW_OUTSIDE", ("start", "end", "width")),
-    "CW_INSIDE": _change_factor("CW_INSIDE", ("start", "end", "width")),
-}
+class _Modules(dict):
+    """Registry name -> module class; a class is made on first use of a name."""
+
+    def __missing__(self, name: str) -> type[KernelModule]:
+        try:
+            entry = factor(name)
+        except KeyError:
+            raise KeyError(name) from None
+        cls = self[name] = module_class(entry)
+        return cls
+
+
+#: Registry name -> GPyTorch module class (base kernels, ``C`` and the change factors).
+KERNEL_MODULES: dict[str, type[KernelModule]] = _Modules(
+    {name: module_class(k) for name, k in (BASE_KERNELS | TRANSITIONS).items()}
+)
+
+SEKernel = KERNEL_MODULES["SE"]
+LINKernel = KERNEL_MODULES["LIN"]
+PERKernel = KERNEL_MODULES["PER"]
+RQKernel = KERNEL_MODULES["RQ"]
+ConstantFactor = KERNEL_MODULES["C"]

@@ -20,6 +20,7 @@ from prolas.data import Dataset
 from prolas.expr import CHANGE_FACTORS, factor_group, factor_kernel
 from prolas.gp.gram import ParamInfo
 from prolas.gp.results import FactorFit, FitResult, TermFit
+from prolas.kernels import factor
 
 __all__ = [
     "HELD_SPANS",
@@ -29,6 +30,7 @@ __all__ = [
     "hold_unseen_transitions",
     "natural_to_theta",
     "theta_to_natural",
+    "variance_power",
 ]
 
 
@@ -117,18 +119,19 @@ def theta_to_natural(
 ) -> tuple[tuple[TermFit, ...], float]:
     """Hyperparameters ``theta`` (scaled units t = (x - x0)/s) in x's own units.
 
-    Lengthscales and periods scale by ``s``; LIN offsets map ``c = x0 + s c_t``; since
-    ``(x - c)(x' - c) = s^2 (t - c_t)(t' - c_t)``, a term's variance is divided by
-    ``s^2`` for every LIN factor it holds. PER's lengthscale is dimensionless. A change
-    operator's location/start/end map like an offset, its width like a lengthscale;
-    its values are repeated in every factor that carries them (docs/conventions.md). A transition
-    the data cannot see is held off first (:func:`hold_unseen`).
+    Each parameter maps by its unit (:class:`prolas.kernels.ParamSpec`): lengths
+    (lengthscales, periods, widths) scale by ``s``, positions (LIN offsets, change
+    locations) map ``c = x0 + s c_t``, dimensionless ones (PER's lengthscale, RQ's
+    alpha) stay. Since ``(x - c)(x' - c) = s^2 (t - c_t)(t' - c_t)``, a term's variance
+    is divided by ``s^2`` for every LIN factor it holds (:func:`variance_power`). A change
+    operator's values are repeated in every factor that carries them
+    (docs/conventions.md). A transition the data cannot see is held off first
+    (:func:`hold_unseen`).
     """
     changes: dict[int, dict[str, float]] = {}
     for p, v in zip(model.params, theta):
         if p.group >= 0:
-            value = p.value(v)
-            changes.setdefault(p.group, {})[p.name] = value * s if p.log else x0 + s * value
+            changes.setdefault(p.group, {})[p.name] = p.natural(p.value(v), x0, s)
     changes = {g: _hold_natural(shape, x0, s) for g, shape in changes.items()}
     terms = []
     for i, names in enumerate(model.terms):
@@ -139,19 +142,22 @@ def theta_to_natural(
                 continue
             value = p.value(v)
             if p.name == "variance":
-                variance = value / s ** (2 * names.count("LIN"))
-            elif p.name == "offset":
-                factors[p.factor][p.name] = x0 + s * value
-            elif p.name == "period" or (p.name == "lengthscale" and p.kernel != "PER"):
-                factors[p.factor][p.name] = value * s
+                variance = value / s ** variance_power(names)
             else:
-                factors[p.factor][p.name] = value
+                factors[p.factor][p.name] = p.natural(value, x0, s)
         for j, name in enumerate(names):
             if (g := factor_group(name)) is not None:
                 factors[j] = dict(changes[g])
         kinds = [factor_kernel(n) for n in names]
         terms.append(TermFit(variance, tuple(FactorFit(n, f) for n, f in zip(kinds, factors))))
     return tuple(terms), model.params[-1].value(theta[-1])
+
+
+def variance_power(names: tuple[str, ...]) -> int:
+    """The power of x's units in the variance of a term with factors ``names`` (expanded
+    names such as ``"CP_BEFORE:0"`` allowed): the sum of its kernels' ``variance_power``,
+    2 per LIN factor."""
+    return sum(factor(factor_kernel(n)).variance_power for n in names)
 
 
 def natural_to_theta(
@@ -167,10 +173,8 @@ def natural_to_theta(
     v = float(value)
     if p.name == "variance":
         v = v * s ** (2 * n_lin)
-    elif p.name in ("offset", "location", "start", "end"):
-        v = (v - x0) / s
-    elif p.name in ("period", "width") or (p.name == "lengthscale" and p.kernel != "PER"):
-        v = v / s
+    else:
+        v = p.scaled(v, x0, s)
     if not math.isfinite(v) or (p.log and not v > 0):
         return None
     return p.to_theta(v)

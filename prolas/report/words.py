@@ -22,7 +22,6 @@ import math
 import numpy as np
 
 from prolas.data import Dataset
-from prolas.expr import CHANGE_FACTORS
 from prolas.gp import FitResult
 from prolas.gp.anatomy import (
     FitChange,
@@ -34,6 +33,8 @@ from prolas.gp.anatomy import (
     term_weight,
     trend_slope,
 )
+from prolas.kernels import factor as kernel_of
+from prolas.kernels.spec import CONSTANT, MULTISCALE, PERIODIC, SMOOTH, TRANSITION, TREND
 
 __all__ = ["describe_fit", "in_years", "say_active_range", "say_position", "say_window"]
 
@@ -115,19 +116,33 @@ def say_window(c: FitChange, dataset: Dataset, years: bool) -> str:
 
 
 def _base_factors(term, flat_idx: set[int]) -> tuple[dict[str, list], list[str]]:
-    """A term's base-kernel factors that vary on the data, by kernel, and the names of
-    those constant on the data. Change factors (said by the change sentences and the
-    term's active range) and the constant ``C`` are neither."""
+    """A term's base-kernel factors that vary on the data, by their role in a sentence
+    (each kernel's ``role`` in :mod:`prolas.kernels`: periodic, multi-scale, smooth or
+    trend), as ``(kernel, params)`` pairs, and the names of those constant on the data.
+    Change factors (said by the change sentences and the term's active range) and the
+    constant ``C`` are neither."""
     by: dict[str, list] = {}
     flat: list[str] = []
     for i, f in enumerate(term.factors):
-        if f.kernel in CHANGE_FACTORS or f.kernel == "C":
+        kernel = kernel_of(f.kernel)
+        if kernel.role in (TRANSITION, CONSTANT):
             continue
         if i in flat_idx:
             flat.append(f.kernel)
             continue
-        by.setdefault(f.kernel, []).append(f.params)
+        by.setdefault(kernel.role, []).append((kernel, f.params))
     return by, flat
+
+
+def _roles(term, flat_idx: set[int]) -> tuple[list, list, list, list, list[str]]:
+    """``(trends, periodics, smooths, multi-scales, flat names)`` of :func:`_base_factors`."""
+    by, flat = _base_factors(term, flat_idx)
+    return (*(by.get(r, []) for r in (TREND, PERIODIC, SMOOTH, MULTISCALE)), flat)
+
+
+def _kinds(group: list) -> str:
+    """The kernel names of a group of ``(kernel, params)`` factors: ``'LIN'``."""
+    return "/".join(dict.fromkeys(k.name for k, _ in group))
 
 
 def _describe_term(
@@ -140,59 +155,66 @@ def _describe_term(
 ) -> str:
     """One sentence (without the share) for a product term.
 
-    Factors that are constant on the data (``flat_idx``, :func:`flat_factors`) are
-    named once at the end instead of being described as changes of shape; a PER factor
-    whose period exceeds the data's span shows no repetition in the data, so it is said
-    as the slow variation it is (its effective lengthscale for lags much shorter than
-    the period is ``p l / (2 pi)``, from ``sin u ~ u``). Change factors are left to
+    The factors are said by their role (:mod:`prolas.kernels`): a periodic factor leads
+    the sentence, else a multi-scale one, else a smooth one, else the trend; the others
+    modify it. Factors that are constant on the data (``flat_idx``,
+    :func:`flat_factors`) are named once at the end instead of being described as
+    changes of shape; a periodic factor whose period exceeds the data's span shows no
+    repetition in the data, so it is said as the slow variation it is (its effective
+    lengthscale for lags much shorter than the period, the kernel's
+    ``slow_lengthscale``: ``p l / (2 pi)`` for PER, from ``sin u ~ u``). Change factors are left to
     :func:`describe_fit`; ``weight`` (on the inputs, their product) scales the term, so
     a trend's slope is that of the trend itself (:func:`~prolas.gp.anatomy.trend_slope`).
     """
     span = float(dataset.x[-1] - dataset.x[0])
-    by, flat = _base_factors(term, flat_idx)
-    lins, pers, ses, rqs = (by.get(k, []) for k in ("LIN", "PER", "SE", "RQ"))
-    slow = [p for p in pers if p["period"] > span]
-    pers = [p for p in pers if p["period"] <= span]
+    lins, pers, ses, rqs, flat = _roles(term, flat_idx)
+    slow = [(k, p) for k, p in pers if p["period"] > span]
+    pers = [(k, p) for k, p in pers if p["period"] <= span]
     mods: list[str] = [
-        f"varying slowly over ~{_length(p['period'] * p['lengthscale'] / (2 * math.pi), years)} "
-        f"(PER factor whose period, {_length(p['period'], years)}, is longer than the data)"
-        for p in slow
+        f"varying slowly over ~{_length(k.slow_lengthscale(p), years)} "
+        f"({k.name} factor whose period, {_length(p['period'], years)}, is longer than the data)"
+        for k, p in slow
     ]
 
     if pers:
         if len(pers) == 1:
-            p = pers[0]
+            _, p = pers[0]
             core = (
                 f"A periodic component with period {_length(p['period'], years)}, "
                 f"shape lengthscale {p['lengthscale']:.2f}"
                 + (" (close to a sinusoid)" if p["lengthscale"] > 2 else "")
             )
         else:
-            periods = ", ".join(_length(p["period"], years) for p in pers)
+            periods = ", ".join(_length(p["period"], years) for _, p in pers)
             core = f"A product of {len(pers)} periodic components with periods {periods}"
-        for s in ses:
+        for k, s in ses:
             mods.append(
-                f"whose shape changes smoothly over ~{_length(s['lengthscale'], years)} (SE factor)"
+                f"whose shape changes smoothly over ~{_length(s['lengthscale'], years)} "
+                f"({k.name} factor)"
             )
-        for r in rqs:
+        for k, r in rqs:
             mods.append(
                 f"whose shape changes at multiple scales around "
-                f"~{_length(r['lengthscale'], years)} (RQ factor, alpha {r['alpha']:.2g})"
+                f"~{_length(r['lengthscale'], years)} ({k.name} factor, alpha {r['alpha']:.2g})"
             )
     elif rqs:
-        r = rqs[0]
+        k, r = rqs[0]
         core = (
-            f"Smooth variation at multiple scales (RQ lengthscale "
+            f"Smooth variation at multiple scales ({k.name} lengthscale "
             f"{_length(r['lengthscale'], years)}, alpha {r['alpha']:.2g})"
         )
-        for r2 in rqs[1:]:
+        for _, r2 in rqs[1:]:
             mods.append(f"modulated by a multi-scale factor (lengthscale {r2['lengthscale']:.3g})")
-        for s in ses:
-            mods.append(f"within an envelope over ~{_length(s['lengthscale'], years)} (SE factor)")
+        for k, s in ses:
+            mods.append(
+                f"within an envelope over ~{_length(s['lengthscale'], years)} ({k.name} factor)"
+            )
     elif ses:
-        core = f"A smooth trend with lengthscale {_length(ses[0]['lengthscale'], years)}"
-        for s in ses[1:]:
-            mods.append(f"within an envelope over ~{_length(s['lengthscale'], years)} (SE factor)")
+        core = f"A smooth trend with lengthscale {_length(ses[0][1]['lengthscale'], years)}"
+        for k, s in ses[1:]:
+            mods.append(
+                f"within an envelope over ~{_length(s['lengthscale'], years)} ({k.name} factor)"
+            )
     elif slow:
         core = "A smooth trend"
     elif lins:
@@ -209,14 +231,16 @@ def _describe_term(
         core = "A constant offset"
 
     if lins:
-        offsets = ", ".join(f"{lp['offset']:.4g}" for lp in lins)
+        offsets = ", ".join(f"{lp['offset']:.4g}" for _, lp in lins)
         if len(lins) == 1:
-            mods.insert(0, f"whose amplitude grows linearly away from x = {offsets} (LIN factor)")
+            mods.insert(
+                0, f"whose amplitude grows linearly away from x = {offsets} ({_kinds(lins)} factor)"
+            )
         else:
             mods.insert(
                 0,
                 f"whose amplitude grows as a polynomial of degree {len(lins)} "
-                f"(LIN factors, offsets {offsets})",
+                f"({_kinds(lins)} factors, offsets {offsets})",
             )
     sentence = core + (", " + " and ".join(mods) if mods else "")
     if flat:
@@ -232,10 +256,9 @@ def _term_noun(
     """A short noun phrase for a product term, for the change sentences: ``'a rising
     linear trend'``, ``'a periodic component with period 1.00 year (12.0 months)'``,
     ``'a constant offset'`` (the classification of :func:`_describe_term`)."""
-    by, _ = _base_factors(term, flat_idx)
-    lins, pers, ses, rqs = (by.get(k, []) for k in ("LIN", "PER", "SE", "RQ"))
-    slow = [p for p in pers if p["period"] > dataset.span]
-    pers = [p for p in pers if p["period"] <= dataset.span]
+    lins, pers, ses, rqs, _ = _roles(term, flat_idx)
+    slow = [(k, p) for k, p in pers if p["period"] > dataset.span]
+    pers = [(k, p) for k, p in pers if p["period"] <= dataset.span]
     grows = ""
     if lins:
         grows = (
@@ -245,8 +268,8 @@ def _term_noun(
         )
     if pers:
         if len(pers) == 1:
-            return f"a periodic component with period {_length(pers[0]['period'], years)}{grows}"
-        periods = ", ".join(_length(p["period"], years) for p in pers)
+            return f"a periodic component with period {_length(pers[0][1]['period'], years)}{grows}"
+        periods = ", ".join(_length(p["period"], years) for _, p in pers)
         return f"a product of {len(pers)} periodic components (periods {periods}){grows}"
     if rqs:
         return f"smooth variation at multiple scales{grows}"

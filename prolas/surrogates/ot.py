@@ -92,6 +92,7 @@ from gpytorch.kernels import Kernel
 
 from prolas.errors import NumericsWarning
 from prolas.expr import BASE_KERNELS, CHANGE_OPERATORS, ChangeItem, Expression, parse
+from prolas.kernels import kernel_costs
 
 __all__ = [
     "OTConfig",
@@ -104,21 +105,11 @@ __all__ = [
     "gram_min_eigenvalue",
 ]
 
-#: Label mismatch costs between base kernels (symmetric; triangle inequality holds).
-#: RQ is a scale mixture of SEs (cheap); PER is a stationary smooth kernel like SE/RQ;
-#: LIN (non-stationary) is far from all of them.
-DEFAULT_KERNEL_COSTS: dict[tuple[str, str], float] = {
-    ("RQ", "SE"): 0.2,
-    ("PER", "SE"): 0.6,
-    ("PER", "RQ"): 0.7,
-    ("LIN", "SE"): 0.9,
-    ("LIN", "RQ"): 0.9,
-    ("LIN", "PER"): 0.9,
-    # C is the long-lengthscale limit of SE, RQ and PER; LIN costs 1 (the default)
-    ("C", "SE"): 0.8,
-    ("C", "RQ"): 0.8,
-    ("C", "PER"): 0.9,
-}
+#: Label mismatch costs between base kernels (symmetric; triangle inequality holds), as
+#: each kernel's registry entry declares them (``ot_costs``): RQ is a scale mixture of SEs
+#: (cheap); PER is a stationary smooth kernel like SE/RQ; LIN (non-stationary) is far from
+#: all of them; C is the long-lengthscale limit of SE, RQ and PER. Missing pairs cost 1.
+DEFAULT_KERNEL_COSTS: dict[tuple[str, str], float] = kernel_costs()
 #: Side-node labels of the change operators, in ``CHANGE_OPERATORS`` order (A side, B side).
 CHANGE_SIDES: tuple[str, ...] = tuple(
     side for _, sides in CHANGE_OPERATORS.values() for side in sides
