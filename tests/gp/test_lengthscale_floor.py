@@ -15,6 +15,7 @@ from prolas.data import Dataset, load_csv
 from prolas.errors import ProlasError
 from prolas.expr import parse
 from prolas.gp import FitConfig, GPScorer, fit_gp
+from prolas.gp.fit import FIT_ALGORITHM
 from prolas.gp.gram import parameter_layout
 from prolas.gp.scalable import refit_sgpr
 from prolas.limits import LENGTHSCALE_FLOOR
@@ -34,15 +35,17 @@ def test_layout_raises_only_se_and_rq_lengthscale_bounds() -> None:
             assert (a.lower, a.upper) == (b.lower, b.upper), a
 
 
-def test_fit_keys_without_the_floor_are_those_written_before_it_existed() -> None:
-    # the committed airline fit cache was written before lengthscale_floor existed
+def test_fit_keys_name_the_fitter_so_caches_of_an_earlier_one_are_never_reused() -> None:
+    # the committed airline fit cache was written by an earlier fitter (before the floor
+    # existed, and before the box edges moved to the nested models' limits): its fits are
+    # not this fitter's, so its key must not match any key of today's settings
     cache = DATA.parent / "benchmarks/results/search_airline/fits/airline.jsonl"
     committed_key = json.loads(cache.open().readline())["key"]
     ds = load_csv(DATA / "airline.csv")
-    free = FitConfig(restarts=4, seed=0, lengthscale_floor=0.0)
-    assert scorer_fingerprint(GPScorer(ds, free)) == committed_key
-    floored = FitConfig(restarts=4, seed=0, lengthscale_floor=1.0)
-    assert scorer_fingerprint(GPScorer(ds, floored)) != committed_key
+    for floor in (0.0, 1.0):
+        config = FitConfig(restarts=4, seed=0, lengthscale_floor=floor)
+        assert scorer_fingerprint(GPScorer(ds, config)) != committed_key
+        assert config.key()["algorithm"] == FIT_ALGORITHM
     assert "lengthscale_floor" not in FitConfig(lengthscale_floor=0.0).key()
     assert FitConfig(lengthscale_floor=1.0).key()["lengthscale_floor"] == 1.0
     assert FitConfig().lengthscale_floor == LENGTHSCALE_FLOOR > 0  # on by default
