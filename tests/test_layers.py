@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "prolas._version",
             "prolas.errors",
             "prolas.limits",
+            "prolas.memory",
             "prolas.output_lock",
             "prolas.threads",
         ),

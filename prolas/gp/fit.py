@@ -67,6 +67,7 @@ from prolas.gp.starts import (
     initial_thetas,
 )
 from prolas.limits import LENGTHSCALE_FLOOR
+from prolas.memory import keep_heap
 from prolas.nesting import embedding
 from prolas.records import Score, first_non_finite
 
@@ -421,6 +422,7 @@ def fit_gp(
     # against each other (and against other processes), measured 100x slower on a
     # 144 x 144 dot product. Large N keeps the threads.
     threads = 1 if dataset.n <= 2000 else None
+    keep_heap()  # the evaluations' N x N temporaries reuse freed memory (prolas.memory)
     with threadpool_limits(limits=threads, user_api="blas"):
         return _fit_gp(expr, dataset, _fit_config(config, restarts, seed), init, cold)
 

@@ -304,8 +304,12 @@ class GramModel:
             return ll, None
         if info != 0:
             return math.nan, None
-        # dpotri fills the lower triangle only
-        Kinv = np.tril(Kinv) + np.tril(Kinv, -1).T
+        # dpotri fills the lower triangle of K^-1 (the strict upper one holds L's zeros).
+        # Every use of W below is a sum over all (a, b) of W_ab S_ab with S symmetric, so
+        # K^-1 enters as its lower triangle doubled, the diagonal once: no symmetrising.
+        diag_inv = np.diagonal(Kinv).copy()
+        Kinv *= 2.0
+        Kinv[np.diag_indices(n)] = diag_inv
         W = np.multiply.outer(alpha, alpha)
         W -= Kinv
         g = np.zeros(self.size)  # += : change parameters are shared by several terms
