@@ -137,6 +137,7 @@ class FitConfig:
     stages: tuple[tuple[int, int, int], ...] | None = None
     hops: int = 0
     hop_iter: int = 20
+    hop_offset_grid: bool = False
     polish_points: int = 0
 
     def schedule(self) -> tuple[tuple[int, int, int], ...]:
@@ -329,7 +330,9 @@ def _screen(
     return [th for th, _ in cands]
 
 
-def _hop_moves(model: GramModel, theta: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+def _hop_moves(
+    model: GramModel, theta: np.ndarray, y: np.ndarray, offset_grid: bool = False
+) -> list[np.ndarray]:
     """Single-parameter jumps of ``theta`` to other basins: each PER period to the two
     strongest periodogram peaks and to a period beyond the span (PER then acts as a smooth
     kernel); each SE/RQ lengthscale five times longer or shorter; each change location
@@ -350,7 +353,7 @@ def _hop_moves(model: GramModel, theta: np.ndarray, y: np.ndarray) -> list[np.nd
                 breaks = candidate_breaks(model.t, y)
             values = list(breaks[:2])
         elif p.name == "offset":
-            values = [1.0 if theta[k] < 0.5 else 0.0]
+            values = [0.0, 1 / 3, 2 / 3, 1.0] if offset_grid else [1.0 if theta[k] < 0.5 else 0.0]
         for v in values:
             th = theta.copy()
             th[k] = min(max(v, p.lower), p.upper)
@@ -367,7 +370,7 @@ def _hop(
     for _ in range(config.hops):
         tried = [
             _minimise(model, th, y, config.hop_iter, config.tolerance)
-            for th in _hop_moves(model, theta, y)
+            for th in _hop_moves(model, theta, y, config.hop_offset_grid)
         ]
         tried = [(th, v) for th, v in tried if math.isfinite(v) and v > ll + 0.01]
         if not tried:
