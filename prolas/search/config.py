@@ -141,10 +141,12 @@ def _base_kernel_set(names) -> tuple[str, ...]:
         out = tuple(dict.fromkeys(str(n).strip().upper() for n in names))
     except TypeError:
         raise ProlasError(f"--base-kernels must be kernel names, got {names!r}") from None
+    known = ", ".join(BASE_KERNELS)
+    if not out or "" in out:
+        raise ProlasError(f"--base-kernels: no kernel named (an empty name); known: {known}")
     unknown = [n for n in out if n not in BASE_KERNELS]
-    if unknown or not out or "" in out:
-        what = f"unknown kernel {unknown[0]!r}" if unknown else "no kernel named"
-        raise ProlasError(f"--base-kernels: {what}; known: {', '.join(BASE_KERNELS)}")
+    if unknown:
+        raise ProlasError(f"--base-kernels: unknown kernel {unknown[0]!r}; known: {known}")
     return out
 
 
