@@ -194,6 +194,21 @@ def test_perc_equals_the_bessel_formula_for_small_and_large_u(ls) -> None:
     assert np.all(np.diag(k) == 1.0)
 
 
+@pytest.mark.parametrize("ls", [0.3, 0.7, 1.0, 2.0, 5.0])
+def test_perc_equals_the_direct_numpy_formula_where_it_is_well_conditioned(ls) -> None:
+    """The formula as written, in floats, for moderate u (it overflows for large u and
+    cancels for small u, where the 50-digit reference above takes over)."""
+    from scipy.special import i0
+
+    p, t = 0.29, np.sort(np.random.default_rng(2).uniform(0.0, 1.0, 30))
+    u = 1.0 / ls**2
+    d = t[:, None] - t[None, :]
+    direct = (np.exp(u * np.cos(2 * np.pi * d / p)) - i0(u)) / (np.exp(u) - i0(u))
+    k, _ = factor("PERC").gram(GramGrid.of(t), [math.log(ls), math.log(p)], grad=False)
+    np.testing.assert_allclose(k, direct, rtol=0, atol=1e-12)
+    assert _psd(k)
+
+
 def test_perc_limits_and_its_zero_mean_over_a_period() -> None:
     p = 0.4
     d = np.linspace(0.0, p, 2001)

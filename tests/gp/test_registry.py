@@ -493,7 +493,14 @@ class _Draws:
 
 
 @pytest.mark.parametrize(
-    "expr", ["LIN*PER*SE + LIN*SE", "PER*PER*RQ + C", "CP(LIN, PER*SE)", "CW(SE, C) + CP(RQ, LIN)"]
+    "expr",
+    [
+        "LIN*PER*SE + LIN*SE",
+        "PER*PER*RQ + C",
+        "CP(LIN, PER*SE)",
+        "CW(SE, C) + CP(RQ, LIN)",
+        "LIN*WN + PER*PERC*SE",
+    ],
 )
 def test_start_rules_reproduce_the_random_restarts(expr) -> None:
     """Each parameter's :class:`~prolas.kernels.spec.Start` rule, drawn in ``theta``'s
