@@ -17,11 +17,14 @@ exact to far below a nat at the box edges:
 
 LIN is not dropped: its offset is bounded, so ``LIN*A`` only nears ``A``. Neither are
 the white noise ``WN`` (it is not 1 off the diagonal at any setting: ``LIN*WN`` does not
-contain ``LIN``, nor ``WN``) and the centred periodic ``PERC`` (at its longest
-lengthscale it is a sinusoid ``cos(2 pi d / p)``, not 1, and no other setting makes it 1
-or another kernel exactly). They take part only as themselves: a ``WN`` or ``PERC`` factor
-of S is reproduced by one of E, and an E term holding one reproduces an S term holding
-it too, or drops out.
+contain ``LIN``) and the centred periodic ``PERC`` (at its longest lengthscale it is a
+sinusoid ``cos(2 pi d / p)``, not 1, and no other setting makes it 1 or another kernel
+exactly). They take part only as themselves: a ``WN`` or ``PERC`` factor of S is
+reproduced by one of E, and an E term holding one reproduces an S term holding it too,
+or drops out. One true containment is not claimed: E's observation noise can take the
+white-noise model ``WN``'s term (``SE`` with its variance at the floor is ``WN``'s
+covariance), but no term of E reproduces it; a missed containment only forgoes a start,
+a false one would be wrong.
 
 At the optima ``loglik(E) >= loglik(S)``: a fit of E below a fitted S has missed E's
 optimum. :func:`embedding` says *how* S sits in E (which term of E reproduces which term

@@ -64,7 +64,7 @@ NOT_CONTAINED = [
     ("C", "SE"),
     # WN is 0 off the diagonal at any setting, PERC a sinusoid at its longest lengthscale
     ("LIN*WN", "LIN"),
-    ("LIN*WN", "WN"),
+    ("LIN*WN", "WN"),  # not claimed: E's noise could take WN's term (see below)
     ("LIN*WN + SE", "LIN + SE"),
     ("CP(WN, C)", "CP(C, C)"),
     ("PERC", "C"),
@@ -73,7 +73,7 @@ NOT_CONTAINED = [
     ("PER", "PERC"),
     ("LIN*PERC", "LIN"),
     ("CP(WN, LIN)", "CP(LIN, WN)"),
-    ("SE", "WN"),  # not claimed (it is true through the noise, but E's terms cannot say it)
+    ("SE", "WN"),  # true through E's noise, but no term of E reproduces it: not claimed
 ]
 
 
