@@ -74,6 +74,13 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--depth", type=_positive_int, default=4, help="CKS depth limit (default 4)")
     g.add_argument(
+        "--base-kernels",
+        default=None,
+        metavar="K1,K2,...",
+        help="CKS's base kernel set (default SE,LIN,PER,RQ; SE,LIN,PER,C,WN is the Automatic "
+        "Statistician's, with white noise WN; PERC is the centred periodic)",
+    )
+    g.add_argument(
         "--change",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -554,6 +561,7 @@ def _search_config(args: argparse.Namespace):
         restarts=args.restarts,
         seed=args.seed,
         depth=args.depth,
+        base_kernels=args.base_kernels,
         change=args.change,
         grammar=args.grammar,
         checkpoint=args.checkpoint,

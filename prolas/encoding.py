@@ -41,6 +41,8 @@ The hyperparameters are fixed relative to the x span, on u = (x - min x) / span 
     PER  period 0.25, lengthscale 1      (four cycles over the span)
     RQ   lengthscale 0.1, alpha 0.5      (same scale as SE, heavy multi-scale tails)
     C    (none)                          (the all-ones matrix)
+    WN   (none)                          (the identity on distinct inputs)
+    PERC period 0.25, lengthscale 1      (PER's, without its constant part)
 
 The matrices are the kernels' natural-unit formulas
 (:meth:`prolas.kernels.spec.Kernel.value`, the GPyTorch modules' own) evaluated on u.

@@ -1,8 +1,9 @@
 """Immutable kernel expressions and their canonical sum-of-products form.
 
-An expression is a tree of base kernels (``SE``, ``LIN``, ``PER``, ``RQ`` and the
-constant ``C``) joined by ``+``, ``*`` and the change operators ``CP(A, B)`` (A before
-a change-point, B after) and ``CW(A, B)`` (B inside a change-window, A outside).
+An expression is a tree of base kernels (``SE``, ``LIN``, ``PER``, ``RQ``, the
+constant ``C``, the white noise ``WN`` and the centred periodic ``PERC``) joined by
+``+``, ``*`` and the change operators ``CP(A, B)`` (A before a change-point, B after)
+and ``CW(A, B)`` (B inside a change-window, A outside).
 The tree carries no hyperparameter values; the kernels themselves (formulas,
 parameters, idempotence) are the entries of the registry :mod:`prolas.kernels`, and
 the GP model is built from the tree only in :mod:`prolas.gp`.
@@ -15,6 +16,16 @@ form, so ``(SE + PER) * LIN == LIN*PER + LIN*SE``. ``C`` is dropped from a produ
 with other factors (the term variance scales it). Products distribute over a change
 operator (``CP(A, B) * D = CP(A*D, B*D)``), whose sides are canonical recursively;
 a change operator is one additive item, printed ``CP(A, B)``.
+
+White noise ``WN`` absorbs every stationary factor of its product (each is 1 at
+``d = 0``: ``SE*WN = PER*WN = C*WN = WN``) and keeps the others (``LIN*WN``: noise growing
+away from LIN's offset). A term that is ``WN`` alone *at the top level* is the observation
+noise every model already has, so it is dropped (``SE + WN`` is ``SE``), unless it is the
+whole expression: ``WN`` alone (also ``WN + WN``, ``C*WN``) stays ``WN``, the white-noise
+model. Under a change operator ``WN`` alone is weighted noise, not the global noise, and
+stays (``CP(WN, C)``). The rule applies to the whole expression only: as a
+sub-expression ``SE + WN`` keeps its ``WN`` (:attr:`Expression.sub_items`), so
+``(SE + WN) * LIN`` is ``LIN*SE + LIN*WN``.
 
 For fitting, :attr:`Expression.terms` expands the canonical form into a plain sum of
 products in which every change operator contributes a factor to each term on its
@@ -32,6 +43,8 @@ True
 'CP(LIN*SE, PER*SE)'
 >>> parse("CP(LIN, PER*SE)").terms
 (('CP_BEFORE:0', 'LIN'), ('CP_AFTER:0', 'PER', 'SE'))
+>>> str(parse("(se + wn) * lin + wn")), str(parse("SE*WN + C")), str(parse("PER*WN"))
+('LIN*SE + LIN*WN', 'C', 'WN')
 """
 
 from __future__ import annotations
@@ -42,6 +55,7 @@ from functools import cached_property
 
 from prolas.errors import ExpressionError
 from prolas.kernels import BASE_KERNELS, CHANGE_FACTORS, CHANGE_OPERATORS, factor
+from prolas.kernels.spec import NOISE
 
 __all__ = [
     "BASE_KERNELS",
@@ -66,7 +80,9 @@ __all__ = [
     "SE",
     "LIN",
     "PER",
+    "PERC",
     "RQ",
+    "WN",
 ]
 
 
@@ -99,10 +115,17 @@ def _items_str(items: tuple[Item, ...]) -> str:
     return " + ".join(_item_str(i) for i in items)
 
 
+def _is_noise(name: str) -> bool:
+    return BASE_KERNELS[name].role == NOISE
+
+
 def _canonical_term(factors: tuple[str, ...]) -> Term:
     """Sort factors and collapse repeated idempotent kernels (SE*SE -> SE); the constant
     ``C`` is dropped from a product with any other factor (C*K is K: the term variance
-    already scales it)."""
+    already scales it); white noise (``WN``) absorbs every stationary factor, each 1 at
+    ``d = 0`` (PER*WN -> WN), and keeps the others (LIN*WN)."""
+    if any(_is_noise(f) for f in factors):
+        factors = tuple(f for f in factors if _is_noise(f) or not BASE_KERNELS[f].stationary)
     out: list[str] = []
     for name in sorted(factors):
         if out and out[-1] == name and BASE_KERNELS[name].idempotent:
@@ -116,6 +139,18 @@ def _canonical_term(factors: tuple[str, ...]) -> Term:
 def _canonical_items(items: list[Item]) -> tuple[Item, ...]:
     """Merge identical items and sort them by their printed form."""
     return tuple(sorted(set(items), key=_item_str))
+
+
+def _is_global_noise(item: Item) -> bool:
+    """A top-level term that is white noise alone: the observation noise itself."""
+    return not isinstance(item, ChangeItem) and len(item) == 1 and _is_noise(item[0])
+
+
+def _without_global_noise(items: tuple[Item, ...]) -> tuple[Item, ...]:
+    """The whole expression's items without its ``WN``-alone terms (the observation
+    noise every model has); an expression of nothing else stays ``WN``."""
+    kept = tuple(i for i in items if not _is_global_noise(i))
+    return kept if kept else items
 
 
 def _multiply(x: Item, y: Item) -> Item:
@@ -197,13 +232,23 @@ class Expression(ABC):
     # --- structure -----------------------------------------------------------------
     @abstractmethod
     def _items(self) -> tuple[Item, ...]:
-        """This node's canonical form: a sorted tuple of distinct additive items."""
+        """This node's canonical form as a sub-expression: a sorted tuple of distinct
+        additive items (``WN``-alone terms kept)."""
+
+    @cached_property
+    def sub_items(self) -> tuple[Item, ...]:
+        """The canonical items of this node as a part of a larger expression: a term
+        that is ``WN`` alone is kept, since a product can still scale it
+        (``(SE + WN) * LIN``). Sums, products and change operators are built from these."""
+        return self._items()
 
     @cached_property
     def items(self) -> tuple[Item, ...]:
         """Canonical additive items: base-kernel products (sorted factor tuples) and
-        change operators (:class:`ChangeItem`, children canonical), sorted by print."""
-        return self._items()
+        change operators (:class:`ChangeItem`, children canonical), sorted by print;
+        a top-level term that is ``WN`` alone (the observation noise) is dropped unless
+        it is all there is (module docstring)."""
+        return _without_global_noise(self.sub_items)
 
     @cached_property
     def has_change(self) -> bool:
@@ -345,7 +390,7 @@ class Sum(_NAry):
     symbol = "+"
 
     def _items(self) -> tuple[Item, ...]:
-        return _canonical_items([i for op in self.operands for i in op.items])
+        return _canonical_items([i for op in self.operands for i in op.sub_items])
 
 
 class Product(_NAry):
@@ -354,9 +399,9 @@ class Product(_NAry):
     symbol = "*"
 
     def _items(self) -> tuple[Item, ...]:
-        out = self.operands[0].items
+        out = self.operands[0].sub_items
         for op in self.operands[1:]:
-            out = _multiply_sums(out, op.items)
+            out = _multiply_sums(out, op.sub_items)
         return out
 
 
@@ -375,7 +420,7 @@ class Change(Expression):
         object.__setattr__(self, "b", b)
 
     def _items(self) -> tuple[Item, ...]:
-        return (ChangeItem(self.op, self.a.items, self.b.items),)
+        return (ChangeItem(self.op, self.a.sub_items, self.b.sub_items),)
 
     def tree_str(self) -> str:
         return f"{self.op}({self.a.tree_str()}, {self.b.tree_str()})"
@@ -413,6 +458,8 @@ LIN = Base("LIN")
 PER = Base("PER")
 RQ = Base("RQ")
 C = Base("C")
+WN = Base("WN")
+PERC = Base("PERC")
 
 
 # --- parsing ------------------------------------------------------------------------

@@ -15,7 +15,16 @@ exact to far below a nat at the box edges:
   open over all the data);
 * any of these inside either side of a change operator, and any combination of them.
 
-LIN is not dropped: its offset is bounded, so ``LIN*A`` only nears ``A``.
+LIN is not dropped: its offset is bounded, so ``LIN*A`` only nears ``A``. Neither are
+the white noise ``WN`` (it is not 1 off the diagonal at any setting: ``LIN*WN`` does not
+contain ``LIN``) and the centred periodic ``PERC`` (at its longest lengthscale it is a
+sinusoid ``cos(2 pi d / p)``, not 1, and no other setting makes it 1 or another kernel
+exactly). They take part only as themselves: a ``WN`` or ``PERC`` factor of S is
+reproduced by one of E, and an E term holding one reproduces an S term holding it too,
+or drops out. One true containment is not claimed: E's observation noise can take the
+white-noise model ``WN``'s term (``SE`` with its variance at the floor is ``WN``'s
+covariance), but no term of E reproduces it; a missed containment only forgoes a start,
+a false one would be wrong.
 
 At the optima ``loglik(E) >= loglik(S)``: a fit of E below a fitted S has missed E's
 optimum. :func:`embedding` says *how* S sits in E (which term of E reproduces which term
@@ -60,7 +69,8 @@ __all__ = [
     "one_step_submodels",
 ]
 
-#: Factors that are 1 on the data at their upper lengthscale bound.
+#: Factors that are 1 on the data at their upper lengthscale bound (not PERC: a sinusoid
+#: there; not WN: 0 off the diagonal).
 STATIONARY = frozenset({"SE", "RQ", "PER"})
 #: A change group of E whose data see only its A side (before / outside).
 COLLAPSED_A = "A"
@@ -137,7 +147,8 @@ def _plausible(e: Expression, s: Expression) -> bool:
         if sum(g.op == op for g in s.change_groups) > sum(g.op == op for g in e.change_groups):
             return False
     ce, cs = e.base_counts, s.base_counts
-    if any(cs[k] > ce[k] for k in ("LIN", "PER", "RQ")):
+    # each factor of S is one of E's of the same kernel (an SE may be an RQ; C is none)
+    if any(cs[k] > ce[k] for k in ce if k not in ("SE", "C")):
         return False
     return cs["SE"] <= ce["SE"] + ce["RQ"] - cs["RQ"]
 

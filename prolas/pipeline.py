@@ -159,9 +159,15 @@ def best_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> Fi
 
 
 def _run_cks(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> SearchResult:
-    from prolas.search.greedy import search_cks
+    from prolas.search.greedy import STANDARD_BASE_KERNELS, search_cks
 
-    return search_cks(ev, depth=config.depth, change=config.change, seed=config.seed)
+    return search_cks(
+        ev,
+        base_kernels=config.base_kernels or STANDARD_BASE_KERNELS,
+        depth=config.depth,
+        change=config.change,
+        seed=config.seed,
+    )
 
 
 def _run_random(ev: Evaluator, dataset: Dataset, config: SearchConfig, log) -> SearchResult:

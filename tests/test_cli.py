@@ -74,6 +74,7 @@ def test_fit_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
         ("x,y\n1,2\n2,3\n3,4\n", [], "at least 5"),
         ("x,y\n1,2\n2,2\n3,2\n4,2\n5,2\n6,2\n", [], "constant"),
         ("x,y\n1,2\n2,3\n3,1\n4,5\n5,6\n", ["--warm-start", "11"], "--warm-start must be"),
+        ("x,y\n1,2\n2,3\n3,1\n4,5\n5,6\n", ["--base-kernels", "SE,FOO"], "unknown kernel 'FOO'"),
         # a text y column is an error naming it and its first bad line, never a silent
         # fit of another column (issue 16)
         ("x,y\n1,a\n2,b\n3,c\n4,d\n5,e\n6,f\n", [], "column 'y' is not numeric (CSV line 2"),
@@ -139,6 +140,8 @@ def test_dropna_fits_after_dropping(tmp_path, capsys) -> None:
 def test_describe(capsys) -> None:
     code, out, _ = run(capsys, "describe", "(SE + PER) × lin")
     assert code == 0 and "canonical: LIN*PER + LIN*SE" in out and "k:         8" in out
+    code, out, _ = run(capsys, "describe", "(lin + c) * wn + se")  # WN alone: the noise
+    assert code == 0 and "canonical: LIN*WN + SE" in out and "k:         5" in out
     code, _, err = run(capsys, "describe", "SE + + PER")
     assert code != 0 and "position" in err and err.count("\n") == 1
 

@@ -219,3 +219,19 @@ def test_represent_concatenates_rg_and_rd():
     assert r.shape == (2, 39 + 4)
     np.testing.assert_array_equal(r[:, :39], GrammarEncoding(g).encode_many(seqs))
     np.testing.assert_allclose(r[:, 39:], distance_features(seqs, canonical_grid(50)))
+
+
+def test_rd_of_white_noise_and_the_centred_periodic():
+    """WN's matrix is the identity (distinct inputs), PERC's has (almost) no constant part
+    on the canonical grid; every expression is 0 away from itself in its own column."""
+    x = canonical_grid()
+    mats = base_kernel_matrices(x, ["WN", "PERC", "PER"])
+    np.testing.assert_array_equal(mats["WN"], np.eye(x.size))
+    assert abs(mats["PERC"].mean()) < 0.02 < mats["PER"].mean()
+    names = ("SE", "LIN", "PER", "RQ", "C", "WN", "PERC")
+    rd = distance_features([parse(n) for n in names], x, names)
+    np.testing.assert_allclose(np.diag(rd), 0.0, atol=1e-7)
+    assert np.all(rd[~np.eye(len(names), dtype=bool)] > 0)
+    # SE + WN is SE (the observation noise), so it has SE's features
+    same = distance_features([parse("SE + WN"), parse("SE")], x, names)
+    np.testing.assert_array_equal(same[0], same[1])

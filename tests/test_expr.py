@@ -116,3 +116,68 @@ def test_expressions_are_immutable_and_flattened() -> None:
     assert isinstance(SE * PER * RQ, Product) and len((SE * PER * RQ).operands) == 3
     with pytest.raises(AttributeError):
         e.operands = ()
+
+
+# --- white noise WN and the centred periodic PERC (docs/conventions.md) ---------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("SE*WN", "WN"),  # every stationary factor is 1 at d = 0
+        ("PER*WN + RQ*WN", "WN"),
+        ("C*WN", "WN"),
+        ("PERC*WN", "WN"),
+        ("WN*WN", "WN"),  # idempotent
+        ("LIN*WN", "LIN*WN"),  # LIN is kept: noise growing away from its offset
+        ("LIN*LIN*SE*WN", "LIN*LIN*WN"),
+        ("WN", "WN"),  # the white-noise model: an expression is never empty
+        ("WN + WN", "WN"),
+        ("SE + WN", "SE"),  # a top-level WN alone is the observation noise
+        ("SE*WN + C", "C"),
+        ("(LIN + C) * WN", "LIN*WN"),  # LIN*WN + WN: the WN-alone term is dropped
+        ("(SE + WN) * LIN", "LIN*SE + LIN*WN"),  # as a part, SE + WN keeps its WN
+        ("(SE + WN) * LIN + WN", "LIN*SE + LIN*WN"),
+        ("CP(WN, C)", "CP(WN, C)"),  # weighted noise, not the global noise: it stays
+        ("CP(WN, WN)", "CP(WN, WN)"),
+        ("CP(SE + WN, LIN)", "CP(SE + WN, LIN)"),
+        ("CP(WN, C) * SE", "CP(WN, SE)"),
+        ("CW(SE, WN) * LIN + WN", "CW(LIN*SE, LIN*WN)"),
+        ("CP(WN, LIN) + WN", "CP(WN, LIN)"),
+        ("PERC + PER", "PER + PERC"),
+        ("PERC*PERC", "PERC*PERC"),  # not idempotent
+        ("perc * lin × se", "LIN*PERC*SE"),
+    ],
+)
+def test_canonical_form_with_white_noise_and_centred_periodic(text: str, canonical: str) -> None:
+    e = parse(text)
+    assert str(e) == canonical
+    assert parse(str(e)) == e and str(parse(str(e))) == canonical  # print/parse round trip
+    assert e.canonical_form() == e
+
+
+@pytest.mark.parametrize(
+    ("expr", "k"),
+    [
+        ("WN", 2),  # one variance and the noise
+        ("LIN*WN", 3),  # WN has no shape parameter
+        ("LIN + LIN*WN", 5),
+        ("CP(WN, C)", 2 + 1 + 1 + 1),
+        ("CW(SE, LIN*WN)", 3 + (1 + 1) + (1 + 1) + 1),
+        ("PERC", 4),  # lengthscale and period, as PER
+        ("LIN*PERC + WN", 5),  # the WN term is the observation noise: not counted twice
+    ],
+)
+def test_k_of_white_noise_and_centred_periodic(expr: str, k: int) -> None:
+    assert parse(expr).n_params == k
+
+
+def test_white_noise_laws_hold_inside_sums_and_products() -> None:
+    wn = parse("WN")
+    for text in ("SE", "LIN", "PER*LIN", "CP(LIN, SE)", "C + LIN*PER"):
+        e = parse(text)
+        assert e + wn == e  # the observation noise is already there
+        assert (e + wn) * LIN == e * LIN + wn * LIN  # distributes before the rule
+        assert str(e * wn) == str(parse(f"({text}) * WN"))
+    assert (SE * parse("WN")).terms == (("WN",),)
+    assert parse("CP(WN, LIN)").terms == (("CP_BEFORE:0", "WN"), ("CP_AFTER:0", "LIN"))

@@ -11,7 +11,7 @@ from scipy.stats import chisquare
 
 from prolas.errors import GrammarError
 from prolas.expr import parse
-from prolas.grammar import GRAMMARS_DIR, OPERATIONS, STOP, Grammar
+from prolas.grammar import GRAMMARS_DIR, OPERATIONS, STOP, Grammar, sequence_expression
 
 N_DRAWS = 20_000
 
@@ -240,3 +240,19 @@ def test_emitted_kernels_are_those_of_positive_prior_in_encoding_order():
     # a grammar built in memory (as a VAE's with a masked kernel) may keep a zero prior
     g = Grammar("t", ("SE", "LIN", "PER"), (0.5, 0.0, 0.5), (0.4, 0.3, 0.3), 2)
     assert g.emitted_kernels == ("SE", "PER")
+
+
+def test_abcd_grammar_adds_white_noise_and_the_centred_periodic_to_the_change_grammar():
+    abcd, change = Grammar.from_file("abcd"), Grammar.from_file("change")
+    assert abcd.base_kernels == (*change.base_kernels, "WN", "PERC")
+    assert abcd.operations == change.operations and abcd.max_operations == change.max_operations
+    # every draw is a valid, non-empty expression; WN alone is the white-noise model
+    assert str(sequence_expression(("WN", "stop"))) == "WN"
+    assert str(sequence_expression(("SE", "+", "WN", "stop"))) == "SE"
+    assert str(sequence_expression(("SE", "+", "WN", "*", "LIN", "stop"))) == "LIN*SE + LIN*WN"
+    assert str(sequence_expression(("WN", "CP", "C", "stop"))) == "CP(WN, C)"
+    rng = np.random.default_rng(0)
+    for seq in abcd.sample_sequences(500, rng):
+        abcd.validate_sequence(seq)
+        e = abcd.to_expression(seq)
+        assert e.terms and str(parse(str(e))) == str(e)

@@ -37,6 +37,18 @@ CONTAINED = [
     ("CP(CP(LIN, SE), PER)", "CP(SE, PER)"),
     ("CP(LIN*SE, PER*SE) + C", "CP(LIN, PER*SE)"),
     ("CP(LIN, PER) + SE", "LIN + SE"),
+    # white noise and the centred periodic take part as themselves
+    ("LIN + LIN*WN", "LIN"),  # the noise term's variance at its floor
+    ("LIN + LIN*WN", "LIN*WN"),
+    ("LIN*WN + SE", "SE"),
+    ("CP(WN, LIN)", "WN"),  # the data before the change-point: the white-noise model
+    ("CP(WN, LIN)", "LIN"),
+    ("CP(WN, LIN) + SE", "SE"),  # WN alone on the seen side is the observation noise
+    ("CW(SE, LIN*WN) + C", "CW(SE, LIN*WN)"),
+    ("C + PERC", "PERC"),
+    ("PERC*SE", "PERC"),  # SE at its longest lengthscale
+    ("LIN*PERC + PER", "LIN*PERC"),
+    ("RQ*PERC", "PERC*SE"),
 ]
 
 NOT_CONTAINED = [
@@ -50,6 +62,18 @@ NOT_CONTAINED = [
     ("CP(LIN, PER)", "CW(LIN, PER)"),
     ("LIN + PER", "LIN + PER"),  # a model does not contain itself
     ("C", "SE"),
+    # WN is 0 off the diagonal at any setting, PERC a sinusoid at its longest lengthscale
+    ("LIN*WN", "LIN"),
+    ("LIN*WN", "WN"),  # not claimed: E's noise could take WN's term (see below)
+    ("LIN*WN + SE", "LIN + SE"),
+    ("CP(WN, C)", "CP(C, C)"),
+    ("PERC", "C"),
+    ("PERC*SE", "SE"),
+    ("PERC", "PER"),
+    ("PER", "PERC"),
+    ("LIN*PERC", "LIN"),
+    ("CP(WN, LIN)", "CP(LIN, WN)"),
+    ("SE", "WN"),  # true through E's noise, but no term of E reproduces it: not claimed
 ]
 
 
@@ -106,3 +130,14 @@ def test_one_step_submodels_are_canonical() -> None:
     assert one_step_submodels(parse("C + PER*PER")) == {"C", "C + PER", "PER*PER"}
     assert one_step_submodels(parse("RQ")) == {"C", "SE"}
     assert one_step_submodels(parse("CP(LIN, PER)")) == {"LIN", "PER", "CP(LIN, C)"}
+
+
+def test_one_step_submodels_with_white_noise_and_centred_periodic() -> None:
+    assert one_step_submodels(parse("LIN + LIN*WN")) == {"LIN", "LIN*WN"}
+    assert one_step_submodels(parse("PERC*SE")) == {"PERC"}  # PERC is not dropped
+    assert one_step_submodels(parse("CP(WN, LIN)")) == {"WN", "LIN"}
+    abcd = Grammar.from_file("abcd")
+    rng = np.random.default_rng(5)
+    for e in [abcd.sample(rng) for _ in range(60)]:
+        for s in one_step_submodels(e):
+            assert contains(e, s), (str(e), s)

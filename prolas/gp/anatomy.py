@@ -18,6 +18,9 @@ For a fitted sum of product terms ``f = Σ_t f_t`` on the data inputs ``x_1..x_n
   range of x where they let it act.
 * :func:`trend_slope`: the least-squares slope of a term's mean (of the trend itself
   where change weights scale it).
+* :func:`noise_terms`, :func:`term_prior_variances`: which terms are white noise
+  (``WN``: noise, not signal) and each term's prior variance ``k_t(x, x)`` at given
+  inputs (for a noise term, the variance of the noise it adds there).
 
 Shapes: ``n`` data inputs; one entry per additive term, in the fit's canonical term order.
 """
@@ -35,7 +38,7 @@ from prolas.expr import CHANGE_OPERATORS, parse
 from prolas.gp.fit import DTYPE, FitResult, natural_covar_module, term_factors
 from prolas.gp.natural import HELD_SPANS
 from prolas.gp.predict import decompose
-from prolas.kernels import OPERATORS
+from prolas.kernels import OPERATORS, is_noise_term
 from prolas.kernels import factor as kernel_of
 from prolas.kernels.transitions import logistic
 
@@ -46,6 +49,8 @@ __all__ = [
     "active_bounds",
     "fit_changes",
     "flat_factors",
+    "noise_terms",
+    "term_prior_variances",
     "sigmoid",
     "term_conditions",
     "term_shares",
@@ -256,6 +261,31 @@ def active_bounds(conds: list[tuple[FitChange, int]]):
     lo = None if lo is not None and lo[0] == -math.inf else lo
     hi = None if hi is not None and hi[0] == math.inf else hi
     return lo, hi, outside
+
+
+# --- noise terms ------------------------------------------------------------------------------
+
+
+def noise_terms(fit: FitResult) -> list[bool]:
+    """Per term, whether it is white noise (a ``WN`` factor: noise, not signal;
+    :func:`prolas.kernels.is_noise_term`)."""
+    return [is_noise_term([f.kernel for f in t.factors]) for t in fit.terms]
+
+
+def term_prior_variances(fit: FitResult, x: np.ndarray) -> list[np.ndarray]:
+    """Per term, its prior variance ``v_t prod_f k_f(x, x)`` at the inputs ``x``
+    (standardised y; ``(m,)`` each): for ``LIN*WN`` ``v (x - c)^2``, under a change
+    operator times its weight squared."""
+    module = natural_covar_module(fit)
+    xt = torch.tensor(np.asarray(x, dtype=np.float64), dtype=DTYPE).reshape(-1, 1)
+    out = []
+    with torch.no_grad():
+        for scale in module.kernels:
+            k = scale.outputscale * torch.ones(xt.shape[0], dtype=DTYPE)
+            for f in term_factors(scale):
+                k = k * f.forward(xt, xt, diag=True)
+            out.append(k.numpy())
+    return out
 
 
 # --- trends -----------------------------------------------------------------------------------

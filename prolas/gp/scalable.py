@@ -43,7 +43,8 @@ from scipy.optimize import minimize
 from prolas.data import Dataset
 from prolas.gp.fit import DTYPE, FitResult, bic
 from prolas.gp.sgpr_bound import CHUNK, SGPRError, SGPRProblem, chunks, sgpr_threads
-from prolas.gp.sgpr_kernel import SGPRModel
+from prolas.gp.sgpr_kernel import NO_WHITE_NOISE, SGPRModel
+from prolas.kernels import is_noise_term
 
 __all__ = [
     "DEFAULT_INDUCING",
@@ -143,7 +144,9 @@ def refit_sgpr(
     ``bic = F - k/2 ln N`` and ``approximation = "sgpr-M"`` (M = the number of
     inducing inputs actually used, at most the number of distinct inputs); or, on a
     numerical failure (non-finite bound, Cholesky failing after the bounded jitter
-    schedule, an input fit that is not ``"ok"``), a ``"failed"`` result with the
+    schedule, an input fit that is not ``"ok"``) or for a model with white noise
+    (``WN``, which inducing points cannot carry:
+    :data:`prolas.gp.sgpr_kernel.NO_WHITE_NOISE`), a ``"failed"`` result with the
     reason. Never raises for numerical trouble; an ``"ok"`` result holds only finite
     numbers.
     """
@@ -164,6 +167,8 @@ def _refit(
     name = f"sgpr-{z.size}"
     if not fit.ok or not fit.terms or fit.noise_variance is None:
         return _failed(fit, dataset, t0, f"start fit is not usable ({fit.status})", name)
+    if any(is_noise_term([f.kernel for f in t.factors]) for t in fit.terms):
+        return _failed(fit, dataset, t0, f"{fit.expression}: {NO_WHITE_NOISE}", name)
     try:
         problem, theta0 = _problem(fit, dataset, z.size, lengthscale_floor=lengthscale_floor)
     except (ValueError, KeyError) as e:

@@ -41,7 +41,8 @@ the ``K_uu`` (Cholesky) and ``s^2`` parts; the gradient pass forms, per chunk,
 each hyperparameter's derivative of ``K_c`` (:meth:`SGPRProblem.gradient`; each
 kernel's part comes from its registry entry, :mod:`prolas.kernels`: SE's ``d^2``,
 PER's ``cos(w d)`` and ``d sin(w d)``, LIN and change factors are low-rank, so most
-contractions are thin matrix products; a change operator's location and width are
+contractions are thin matrix products; PERC, multiplied in as it is, takes an elementwise
+pass against the term without it; a change operator's location and width are
 shared by every term of its group, whose contributions add up). Cost per
 evaluation: three M^2 N matrix products (triangular solve, ``V V^T``, ``W_c``) and a
 few elementwise passes over the M x N grid, all in preallocated buffers. Memory:
@@ -70,7 +71,7 @@ import torch
 
 from prolas.gp.fit import DTYPE
 from prolas.gp.sgpr_kernel import STATIONARY_ROLES, SGPRModel
-from prolas.kernels.spec import DENSE, LOWRANK, VECTOR, TermGradient
+from prolas.kernels.spec import DENSE, LOWRANK, MULTIPLY, VECTOR, TermGradient
 from prolas.threads import torch_threads
 
 __all__ = [
@@ -233,37 +234,76 @@ class SGPRProblem:
             return self._buf((name,), cols)
 
         out = []
-        for i, factors in enumerate(model.factors):
+        for i in range(len(model.factors)):
             alpha, beta = model.rank_one(th, i, tu, tf, ones=not self.stationary[i])
             log_v = float(th[model.variance_index[i]])
             if not self.stationary[i]:
                 out.append((None, math.exp(log_v) * alpha, beta))
                 continue
             S = self._buf(("S", i, k if self.cache_s else -1), cols)
-            left, right, const, dense = [], [], log_v, False
-            for kernel, pos in factors:
-                if kernel.sgpr_role == LOWRANK:
-                    lefts, rights, c = kernel.sgpr_lowrank_theta(tu, tf, [th[p] for p in pos])
-                    left += lefts
-                    right += rights
-                    const -= c
-                elif kernel.sgpr_role == DENSE:  # log k = coef * g (g = d2 if None)
-                    g, coef = kernel.sgpr_log_into(d2, [th[p] for p in pos], scratch)
-                    if not dense:
-                        torch.mul(d2 if g is None else g, coef, out=S)
-                        dense = True
-                    else:
-                        S.add_(d2 if g is None else g, alpha=coef)
-            left.append(torch.ones_like(tu))
-            right.append(torch.full_like(tf, const))
-            lo, ro = torch.stack(left, 1), torch.stack(right, 0)
-            if dense:
-                S.addmm_(lo, ro)
-            else:
-                torch.matmul(lo, ro, out=S)
-            S.exp_()
-            out.append((S, alpha, beta))
+            out.append((self._dense_part(th, i, tf, d2, S, scratch), alpha, beta))
         return out
+
+    def _dense_part(
+        self,
+        th: np.ndarray,
+        i: int,
+        tf: torch.Tensor,
+        d2: torch.Tensor | None,
+        S: torch.Tensor,
+        scratch,
+        skip: int | None = None,
+    ) -> torch.Tensor:
+        """Term ``i``'s stationary part ``S = v_t exp(E_t) prod_m k_m`` (M x C) between the
+        inducing inputs and the chunk inputs ``tf`` (squared distances ``d2``), written
+        into ``S``; without its factor ``skip`` (for the derivative of a factor
+        multiplied in, :meth:`_rest`)."""
+        tu = self.tu
+        left, right, const, dense = [], [], float(th[self.model.variance_index[i]]), False
+        mult = []
+        for j, (kernel, pos) in enumerate(self.model.factors[i]):
+            if j == skip:
+                continue
+            if kernel.sgpr_role == LOWRANK:
+                lefts, rights, c = kernel.sgpr_lowrank_theta(tu, tf, [th[p] for p in pos])
+                left += lefts
+                right += rights
+                const -= c
+            elif kernel.sgpr_role == DENSE:  # log k = coef * g (g = d2 if None)
+                g, coef = kernel.sgpr_log_into(d2, [th[p] for p in pos], scratch)
+                if not dense:
+                    torch.mul(d2 if g is None else g, coef, out=S)
+                    dense = True
+                else:
+                    S.add_(d2 if g is None else g, alpha=coef)
+            elif kernel.sgpr_role == MULTIPLY:
+                mult.append((kernel, pos))
+        left.append(torch.ones_like(tu))
+        right.append(torch.full_like(tf, const))
+        lo, ro = torch.stack(left, 1), torch.stack(right, 0)
+        if dense:
+            S.addmm_(lo, ro)
+        else:
+            torch.matmul(lo, ro, out=S)
+        S.exp_()
+        for kernel, pos in mult:
+            S.mul_(kernel.sgpr_value_theta(tu, tf, [th[p] for p in pos]))
+        return S
+
+    def _rest(self, th: np.ndarray, i: int, k: int, j: int) -> torch.Tensor:
+        """Term ``i``'s stationary part on chunk ``k`` without its factor ``j`` (a buffer,
+        rewritten by the next call)."""
+        tf = self.tf[self.slices[k]]
+        cols = tf.shape[0]
+        return self._dense_part(
+            th,
+            i,
+            tf,
+            self.d2(k),
+            self._buf(("rest",), cols),
+            lambda name: self._buf((name,), cols),
+            skip=j,
+        )
 
     def _kernel_into(self, parts: list, K: torch.Tensor) -> torch.Tensor:
         """``K = sum_t alpha_i S_ij beta_j`` written into the buffer ``K``."""
@@ -372,8 +412,9 @@ class SGPRProblem:
         product ``Ws @ [b_1 ... b_r]``: SE's ``d^2 = tu^2 - 2 tu tf + tf^2`` has rank 3,
         PER's ``cos(w d)`` and ``d sin(w d)`` ranks 2 and 4, rank-one factors are
         diagonal scalings (:meth:`_slope_rows`, :meth:`_change_rows`); RQ needs
-        elementwise passes. Derivatives are in the log of positive parameters, as
-        ``theta`` stores them (the formulas are in each kernel's module).
+        elementwise passes, and so does PERC (against the term without it,
+        :meth:`_rest`). Derivatives are in the log of positive parameters, as ``theta``
+        stores them (the formulas are in each kernel's module).
         """
         model = self.model
         grad = np.zeros(th.size)
@@ -407,6 +448,8 @@ class SGPRProblem:
                         grad,
                         d2=lambda k=k: self.d2(k),
                         scratch=lambda name, cols=cols: self._buf((name,), cols),
+                        W=W,
+                        rest=lambda j, i=i, k=k: self._rest(th, i, k, j),
                     )
                     term.cols["b"] = term.beta
                     term.rows.append((model.variance_index[i], 1.0, term.alpha, "b"))

@@ -12,9 +12,15 @@ where ``E_t`` sums the log-factors of the term's stationary factors and ``alpha`
 comes from its entry in the kernel registry (:mod:`prolas.kernels`, by its
 ``sgpr_role``): a ``"dense"`` log-factor on the squared distances (SE, RQ), a
 ``"lowrank"`` one (PER, whose ``cos(w (t - t')) = cos(wt) cos(wt') + sin(wt) sin(wt')``
-needs no transcendental function on the M x N grid), a ``"vector"`` ``s(t)`` (LIN's
-``t - c``, the change factors' transitions) or ``"one"`` (``C``). The bound and its
+needs no transcendental function on the M x N grid), a ``"multiply"`` factor multiplied
+into ``S`` as it is (PERC, whose negative values have no log), a ``"vector"`` ``s(t)``
+(LIN's ``t - c``, the change factors' transitions) or ``"one"`` (``C``). The bound and its
 gradient are in :mod:`prolas.gp.sgpr_bound`.
+
+White noise (``WN``, role ``"noise"``) has no place here: its covariance is nonzero only
+where two inputs coincide, so the inducing inputs carry none of it and the bound would
+hold it as unexplained variance. :class:`SGPRModel` refuses such a model
+(:data:`NO_WHITE_NOISE`).
 """
 
 from __future__ import annotations
@@ -32,12 +38,20 @@ from prolas.gp.natural import theta_to_natural
 from prolas.gp.results import FitResult, TermFit
 from prolas.gp.starts import inherit_theta
 from prolas.kernels import Kernel, factor
-from prolas.kernels.spec import DENSE, LOWRANK, ONE, VECTOR
+from prolas.kernels.spec import DENSE, LOWRANK, MULTIPLY, ONE, SGPR_NOISE, VECTOR
 
-__all__ = ["SGPRModel"]
+__all__ = ["NO_WHITE_NOISE", "SGPRModel"]
 
-#: Roles of the stationary factors (they enter ``E_t``); the others are rank one or 1.
-STATIONARY_ROLES = (DENSE, LOWRANK)
+#: Roles of the stationary factors (they make the term's dense part ``S``: a log-factor
+#: in ``E_t``, or multiplied in); the others are rank one or 1.
+STATIONARY_ROLES = (DENSE, LOWRANK, MULTIPLY)
+
+#: Why SGPR refuses a model with white noise (module docstring).
+NO_WHITE_NOISE = (
+    "SGPR cannot fit white noise (WN): its covariance is nonzero only where inputs "
+    "coincide, which inducing points cannot carry; fit it exactly (--search-points 0 "
+    "searches and refits on all points)"
+)
 
 
 class SGPRModel:
@@ -56,10 +70,14 @@ class SGPRModel:
     """
 
     def __init__(self, fit: FitResult, dataset: Dataset, lengthscale_floor: float = 0.0) -> None:
+        """Raises:
+        ValueError: for a model with white noise (:data:`NO_WHITE_NOISE`)."""
         self.expression = fit.expression
         self.terms: tuple[tuple[str, ...], ...] = tuple(
             tuple(t) for t in parse(fit.expression).terms
         )
+        if any(factor(factor_kernel(n)).sgpr_role == SGPR_NOISE for t in self.terms for n in t):
+            raise ValueError(NO_WHITE_NOISE)
         self.x0 = float(dataset.x[0])
         self.span = float(dataset.span) if dataset.span > 0 else 1.0
         self.period_floor = 2.0 * dataset.spacing / self.span
@@ -170,8 +188,9 @@ class SGPRModel:
     ) -> list[tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]]:
         """Per term ``(S, alpha, beta)`` with ``K_t(ta, tb) = alpha_i S_ij beta_j``.
 
-        ``S = v_t exp(E_t)`` (a x b) is the stationary part, ``E_t`` the sum of the
-        log-factors of its stationary factors; ``alpha`` (a,) and ``beta`` (b,) are the
+        ``S = v_t exp(E_t) prod_m k_m`` (a x b) is the stationary part, ``E_t`` the sum of
+        the log-factors of its stationary factors and ``k_m`` its factors multiplied in as
+        they are (role ``"multiply"``: PERC); ``alpha`` (a,) and ``beta`` (b,) are the
         products of its rank-one factors ``s(ta)``, ``s(tb)`` (``None`` without any);
         ``C`` is 1. A term without stationary factor has ``S = None`` and
         ``K_t = v_t alpha beta^T`` (``v_t`` folded into alpha; ones for a lone ``C``).
@@ -188,12 +207,15 @@ class SGPRModel:
             left = [torch.ones_like(ta)]  # low-rank part of E_t: sum_r left_r right_r^T
             right = [theta[self.variance_index[i]] * torch.ones_like(tb)]
             alpha = beta = None
+            mult: list[torch.Tensor] = []
             for kernel, pos in factors:
                 role = kernel.sgpr_role
                 if role == ONE:
                     continue
                 v = self.values(theta, pos)
-                if role == VECTOR:
+                if role == MULTIPLY:
+                    mult.append(kernel.sgpr_value(ta, tb, v))
+                elif role == VECTOR:
                     sa, sb = kernel.vector(ta, v), kernel.vector(tb, v)
                     alpha = sa if alpha is None else alpha * sa
                     beta = sb if beta is None else beta * sb
@@ -212,7 +234,7 @@ class SGPRModel:
                         dense = dense + e
                     else:
                         dense += e
-            if dense is None and len(left) == 1:  # rank-one factors (or C) only
+            if dense is None and len(left) == 1 and not mult:  # rank-one factors (or C) only
                 v = torch.exp(theta[self.variance_index[i]])
                 if alpha is None:  # C
                     alpha, beta = torch.ones_like(ta), torch.ones_like(tb)
@@ -221,6 +243,8 @@ class SGPRModel:
             lo, ro = torch.stack(left, 1), torch.stack(right, 0)
             expo = lo @ ro if dense is None else torch.addmm(dense, lo, ro)
             S = torch.exp(expo) if expo.requires_grad else expo.exp_()
+            for m in mult:
+                S = S * m if (S.requires_grad or m.requires_grad) else S.mul_(m)
             out.append((S, alpha, beta))
         return out
 
@@ -287,8 +311,8 @@ class SGPRModel:
         return total
 
     def diag(self, theta: torch.Tensor, t: torch.Tensor, per_term: bool = False):
-        """``k(t_i, t_i)``: ``(n,)`` (or a list per term). Stationary factors and ``C`` are
-        1 on the diagonal; a rank-one factor is ``s(t)^2`` (LIN ``(t - c)^2``)."""
+        """``k(t_i, t_i)``: ``(n,)`` (or a list per term). Stationary factors (PERC too) and
+        ``C`` are 1 on the diagonal; a rank-one factor is ``s(t)^2`` (LIN ``(t - c)^2``)."""
         parts = []
         for i, factors in enumerate(self.factors):
             k = torch.ones_like(t)

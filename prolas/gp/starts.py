@@ -20,6 +20,7 @@ from prolas.expr import CHANGE_FACTORS, factor_group, factor_kernel, parse
 from prolas.gp.gram import GramModel
 from prolas.gp.natural import ParameterSpace, natural_to_theta
 from prolas.gp.results import FitResult, TermFit
+from prolas.kernels.spec import DIMENSIONLESS, LENGTH
 from prolas.nesting import COLLAPSED_A, Embedding
 
 __all__ = [
@@ -101,7 +102,7 @@ def initial_thetas(
             theta[:, k] = uniform(0.0, 1.0)
         elif p.name == "alpha":
             theta[:, k] = logu(0.1, 10.0)
-        elif p.name == "lengthscale" and p.kernel == "PER":
+        elif p.name == "lengthscale" and p.unit == DIMENSIONLESS:  # PER's, PERC's shape
             theta[:, k] = np.log(uniform(0.5, 2.0))
         elif p.name == "lengthscale":
             theta[:, k] = logu(shortest, 1.0)
@@ -238,7 +239,7 @@ def inherit_theta(
             value = float(params[p.name])
             if p.name == "offset":
                 value = (value - x0) / s
-            elif p.name == "period" or (p.name == "lengthscale" and p.kernel != "PER"):
+            elif p.unit == LENGTH:  # periods, SE/RQ lengthscales (PER's shape has none)
                 value = value / s
             if p.log and not value > 0:
                 continue

@@ -8,10 +8,12 @@ label costs in the OT distance (:mod:`prolas.kernels.spec`). The back ends loop 
 the registry; none of them names a kernel.
 
 * :data:`BASE_KERNELS`: ``LIN`` (:mod:`.lin`), ``PER`` (:mod:`.per`), ``RQ``
-  (:mod:`.rq`), ``SE`` (:mod:`.se`), ``C`` (:mod:`.const`).
+  (:mod:`.rq`), ``SE`` (:mod:`.se`), ``C`` (:mod:`.const`), the white noise ``WN``
+  (:mod:`.wn`) and the centred periodic ``PERC`` (:mod:`.perc`).
 * :data:`OPERATORS` and :data:`TRANSITIONS`: the change operators ``CP`` and ``CW`` and
   their transition factors (:mod:`.transitions`).
-* :func:`factor`: the entry of any factor kind of an expanded term.
+* :func:`factor`: the entry of any factor kind of an expanded term;
+  :func:`is_noise_term`: whether an expanded term is noise (has a ``WN`` factor).
 
 The registry sits with the expressions, below the encoding and the GP layer, which
 both read it; it imports nothing of prolas but itself.
@@ -22,10 +24,12 @@ from __future__ import annotations
 from prolas.kernels.const import Constant
 from prolas.kernels.lin import Linear
 from prolas.kernels.per import Periodic
+from prolas.kernels.perc import CentredPeriodic
 from prolas.kernels.rq import RationalQuadratic
 from prolas.kernels.se import SquaredExponential
-from prolas.kernels.spec import Kernel, ParamSpec
+from prolas.kernels.spec import NOISE, Kernel, ParamSpec
 from prolas.kernels.transitions import OPERATORS, TRANSITIONS, ChangeOperator, Transition
+from prolas.kernels.wn import WhiteNoise
 
 __all__ = [
     "BASE_KERNELS",
@@ -38,12 +42,22 @@ __all__ = [
     "ParamSpec",
     "Transition",
     "factor",
+    "is_noise_term",
     "kernel_costs",
 ]
 
 #: The base kernels by name. Adding a kernel to prolas is one module and one entry here.
 BASE_KERNELS: dict[str, Kernel] = {
-    k.name: k for k in (Linear(), Periodic(), RationalQuadratic(), SquaredExponential(), Constant())
+    k.name: k
+    for k in (
+        Linear(),
+        Periodic(),
+        RationalQuadratic(),
+        SquaredExponential(),
+        Constant(),
+        WhiteNoise(),
+        CentredPeriodic(),
+    )
 }
 
 #: A change operator's shape parameters (shared by every term it expands into) and the
@@ -66,6 +80,13 @@ def factor(kind: str) -> Kernel:
     if entry is None:
         raise KeyError(f"no kernel {kind!r} in the registry")
     return entry
+
+
+def is_noise_term(names: tuple[str, ...] | list[str]) -> bool:
+    """Whether an expanded term (its factor kinds or expanded names, ``"CP_BEFORE:0"``
+    allowed) is noise: one of its factors has the role ``"noise"`` (``WN``). Such a term
+    is noise, not signal (:func:`prolas.gp.predict`, the report's words)."""
+    return any(factor(n.split(":", 1)[0]).role == NOISE for n in names)
 
 
 def kernel_costs() -> dict[tuple[str, str], float]:

@@ -1,8 +1,8 @@
 """What one kernel of the registry declares, and the views every back end reads.
 
 A registry entry (:class:`Kernel`) is one factor kind of an expanded product term: a base
-kernel (``SE``, ``LIN``, ``PER``, ``RQ``, ``C``) or a change operator's transition factor
-(``CP_BEFORE``, ``CP_AFTER``, ``CW_OUTSIDE``, ``CW_INSIDE``). It declares
+kernel (``SE``, ``LIN``, ``PER``, ``RQ``, ``C``, ``WN``, ``PERC``) or a change operator's
+transition factor (``CP_BEFORE``, ``CP_AFTER``, ``CW_OUTSIDE``, ``CW_INSIDE``). It declares
 
 * **facts**: its name, formula (docs/conventions.md), whether ``k*k`` is ``k``
   (idempotent), whether it is stationary, its plain-language description and the role
@@ -26,10 +26,13 @@ kernel (``SE``, ``LIN``, ``PER``, ``RQ``, ``C``) or a change operator's transiti
   ``sgpr_*``, ``vector``    the SGPR bound and its closed-form gradient
   ========================  =======================================================
 
-For SGPR a kernel plays one of four parts (:attr:`Kernel.sgpr_role`): ``"dense"``
+For SGPR a kernel plays one of six parts (:attr:`Kernel.sgpr_role`): ``"dense"``
 (stationary, a log-factor on the squared distances: SE, RQ), ``"lowrank"`` (stationary,
-a log-factor of low rank in the inputs: PER), ``"vector"`` (rank one, ``s(t) s(t')``:
-LIN and the transitions) or ``"one"`` (``C``).
+a log-factor of low rank in the inputs: PER), ``"multiply"`` (a dense factor multiplied
+in as it is, for a kernel with negative values and so no log-factor: PERC), ``"vector"``
+(rank one, ``s(t) s(t')``: LIN and the transitions), ``"one"`` (``C``) or ``"noise"``
+(white noise ``WN``, nonzero only where two inputs coincide: inducing points cannot carry
+it, so SGPR refuses a model with it).
 
 :class:`Stationary` derives every view of a dense stationary kernel from two
 array-generic functions, ``log_k(d2, v, xp)`` and its gradient factors
@@ -54,13 +57,16 @@ __all__ = [
     "DIMENSIONLESS",
     "LENGTH",
     "LENGTHSCALE_FLOOR",
+    "MULTIPLY",
     "MULTISCALE",
+    "NOISE",
     "NYQUIST_FLOOR",
     "LOWRANK",
     "ONE",
     "PERIODIC",
     "POSITION",
     "ROLES",
+    "SGPR_NOISE",
     "SGPR_ROLES",
     "SMOOTH",
     "TRANSITION",
@@ -101,14 +107,20 @@ SMOOTH = "smooth"  #: smooth at one scale: ``lengthscale``
 TREND = "trend"  #: a polynomial factor about an ``offset``, in x's units
 CONSTANT = "constant"  #: 1 everywhere: not described
 TRANSITION = "transition"  #: a change operator's factor: said by the change sentences
-ROLES = (PERIODIC, MULTISCALE, SMOOTH, TREND, CONSTANT, TRANSITION)
+#: white noise: a term with such a factor is noise, not signal (its standard deviation
+#: is said, it has no share of the fitted mean, forecasts add its variance to the band)
+NOISE = "noise"
+ROLES = (PERIODIC, MULTISCALE, SMOOTH, TREND, CONSTANT, TRANSITION, NOISE)
 
 # --- the part a factor plays in the SGPR bound (prolas.gp.sgpr_kernel) -------------------
 DENSE = "dense"  #: a log-factor on the squared distances (SE, RQ)
 LOWRANK = "lowrank"  #: a log-factor of low rank in the inputs (PER)
+MULTIPLY = "multiply"  #: a dense factor multiplied in as it is, no log-factor (PERC)
 VECTOR = "vector"  #: rank one, ``s(t) s(t')`` (LIN, the change factors)
 ONE = "one"  #: 1 (C)
-SGPR_ROLES = (DENSE, LOWRANK, VECTOR, ONE)
+#: nonzero only where inputs coincide (WN): SGPR refuses it (``NOISE`` is also its role)
+SGPR_NOISE = "noise"
+SGPR_ROLES = (DENSE, LOWRANK, MULTIPLY, VECTOR, ONE, SGPR_NOISE)
 
 
 def exp_or_inf(v: float) -> float:
@@ -311,6 +323,11 @@ class TermGradient:
         d2: the chunk's squared distances ``(tu_i - tf_j)^2`` (M x C), on demand.
         scratch: a persistent M x C work buffer by name.
         factor: the index of the factor being added in its term (for unique column names).
+        W: the chunk's ``dF/dK`` (M x C) itself, for factors multiplied in as they are
+            (role ``"multiply"``), whose derivative is not relative to ``k``.
+        rest: ``rest(j)``, the term's ``S`` without its factor ``j`` (M x C; role
+            ``"multiply"``: ``dK_t/dθ = alpha_i rest_ij (dk_j/dθ)_ij beta_j``, no division
+            by a factor that may vanish).
     """
 
     tu: torch.Tensor
@@ -324,6 +341,8 @@ class TermGradient:
     cols: dict[str, torch.Tensor] = field(default_factory=dict)
     rows: list[tuple[int, float, torch.Tensor, str]] = field(default_factory=list)
     factor: int = 0
+    W: torch.Tensor | None = None
+    rest: Callable[[int], torch.Tensor] | None = None
 
 
 # --- the entry --------------------------------------------------------------------------
@@ -351,6 +370,9 @@ class Kernel:
     ot_costs: ClassVar[Mapping[str, float]] = {}
     #: the part it plays in the SGPR bound (:data:`SGPR_ROLES`)
     sgpr_role: ClassVar[str] = ""
+    #: how the report's sentences set a component of this kernel apart from the others
+    #: of its role (PERC: "without its own offset"); empty for none
+    qualifier: ClassVar[str] = ""
 
     @property
     def shape_params(self) -> tuple[str, ...]:
@@ -419,9 +441,22 @@ class Kernel:
         """:meth:`sgpr_lowrank` from the factor's entries of ``theta`` (no gradient)."""
         raise NotImplementedError
 
+    def sgpr_value(
+        self, ta: torch.Tensor, tb: torch.Tensor, v: Sequence[torch.Tensor]
+    ) -> torch.Tensor:
+        """Role ``"multiply"``: ``k(ta_i, tb_j)`` (a x b), differentiable in ``v``."""
+        raise NotImplementedError
+
+    def sgpr_value_theta(
+        self, ta: torch.Tensor, tb: torch.Tensor, th: Sequence[float]
+    ) -> torch.Tensor:
+        """:meth:`sgpr_value` from the factor's entries of ``theta`` (no gradient)."""
+        raise NotImplementedError
+
     def sgpr_gradient(self, g: TermGradient, pos: Sequence[int], th: Sequence[float]) -> None:
-        """Roles ``"dense"`` and ``"lowrank"``: add this factor's derivatives (at the
-        ``theta`` indices ``pos``, entries ``th``) to ``g`` (:class:`TermGradient`)."""
+        """Roles ``"dense"``, ``"lowrank"`` and ``"multiply"``: add this factor's
+        derivatives (at the ``theta`` indices ``pos``, entries ``th``) to ``g``
+        (:class:`TermGradient`)."""
         raise NotImplementedError
 
     #: role ``"vector"``: whether the derivative of ``s`` is given relative to ``s``

@@ -4,7 +4,8 @@
   (noise included), extrapolated :data:`EXTRAPOLATE` of the span beyond the data.
 * :func:`components_figure` / :func:`plot_components`: one panel per additive term
   (posterior mean ± 2 sd, :func:`prolas.gp.decompose`) with its share of the fitted
-  mean's variance (:func:`prolas.gp.anatomy.term_shares`).
+  mean's variance (:func:`prolas.gp.anatomy.term_shares`); a white-noise term (``WN``,
+  ``LIN*WN``) is noise, so its panel shows the ± 2 sd band of the noise it adds around 0.
 * :func:`mark_changes` marks change-points (dashed line, ±2-width band) and
   change-windows (shaded span) on them (:func:`prolas.gp.anatomy.fit_changes`).
 * :func:`convergence_figure` / :func:`plot_convergence`: best BIC so far against the
@@ -30,6 +31,7 @@ from prolas.gp.anatomy import (
     FitChange,
     active_bounds,
     fit_changes,
+    noise_terms,
     term_conditions,
     term_shares,
 )
@@ -174,6 +176,7 @@ def components_figure(fit: FitResult, dataset: Dataset) -> Figure:
     parts = decompose(fit, dataset.standardised_view(), xs)
     shares, _ = term_shares(fit, dataset)
     conds = term_conditions(fit_changes(fit), len(fit.terms))
+    noise = noise_terms(fit)
     fig, axes = subplots(
         len(parts), 1, figsize=(9, 2.4 * len(parts) + 0.4), sharex=True, squeeze=False
     )
@@ -184,7 +187,12 @@ def components_figure(fit: FitResult, dataset: Dataset) -> Figure:
         ax.plot(xs, mean, color="C1", lw=1.3)
         ax.axvline(dataset.x[-1], color="0.6", ls="--", lw=0.8)
         title = _panel_label(label, conds[i], dataset)
-        ax.set_title(f"{title}  ({100 * share:.1f}% of the fitted variance)", fontsize=9)
+        what = (
+            "noise: ± 2 sd of what it adds"
+            if noise[i]
+            else f"{100 * share:.1f}% of the fitted variance"
+        )
+        ax.set_title(f"{title}  ({what})", fontsize=9)
         ax.set_ylabel(f"{dataset.y_column} - mean")
         lo_b, hi_b, outside = active_bounds(conds[i])  # the changes that bound this term
         groups = {b[1].group for b in (lo_b, hi_b) if b is not None} | {c.group for c in outside}

@@ -9,6 +9,11 @@ says where it is active. The numbers it words (shares, factors flat on the data,
 transitions and the terms they switch, slopes) come from :mod:`prolas.gp.anatomy`; this
 module only chooses the words.
 
+A white-noise term (``WN``, ``LIN*WN``, ``WN`` under a change operator) is noise, not
+signal: it is said by the standard deviation it adds and where ("Noise whose standard
+deviation grows linearly away from x = 1960 ...", "The series is noisier between the
+change-points at ~1973.0 and ~1978.0 ..."), without a share of the fitted mean.
+
 Places and lengths on the x axis are said as years (and months, or the month's name when
 x came from dates) when x looks like calendar years (:func:`in_years`,
 :func:`say_position`); :func:`say_active_range` says where change operators let a term
@@ -28,7 +33,9 @@ from prolas.gp.anatomy import (
     active_bounds,
     fit_changes,
     flat_factors,
+    noise_terms,
     term_conditions,
+    term_prior_variances,
     term_shares,
     term_weight,
     trend_slope,
@@ -178,11 +185,12 @@ def _describe_term(
 
     if pers:
         if len(pers) == 1:
-            _, p = pers[0]
+            k, p = pers[0]
             core = (
                 f"A periodic component with period {_length(p['period'], years)}, "
                 f"shape lengthscale {p['lengthscale']:.2f}"
                 + (" (close to a sinusoid)" if p["lengthscale"] > 2 else "")
+                + (f", {k.qualifier}" if k.qualifier else "")
             )
         else:
             periods = ", ".join(_length(p["period"], years) for _, p in pers)
@@ -268,7 +276,9 @@ def _term_noun(
         )
     if pers:
         if len(pers) == 1:
-            return f"a periodic component with period {_length(pers[0][1]['period'], years)}{grows}"
+            k, p = pers[0]
+            own = f" {k.qualifier.split(' (')[0]}" if k.qualifier else ""
+            return f"a periodic component with period {_length(p['period'], years)}{own}{grows}"
         periods = ", ".join(_length(p["period"], years) for _, p in pers)
         return f"a product of {len(pers)} periodic components (periods {periods}){grows}"
     if rqs:
@@ -283,6 +293,64 @@ def _term_noun(
             return "a linear trend"
         return f"a {'rising' if slope > 0 else 'falling'} linear trend"
     return "a constant offset"
+
+
+# --- noise terms --------------------------------------------------------------------
+
+
+def _noise_growth(term, dataset: Dataset, years: bool) -> tuple[str, str]:
+    """``(sentence core, noun)`` of a white-noise term from its LIN factors: noise whose
+    standard deviation grows linearly away from LIN's offset (``LIN*WN``), as a
+    polynomial (``LIN*LIN*WN``), or plain white noise."""
+    offsets = [f.params["offset"] for f in term.factors if kernel_of(f.kernel).role == TREND]
+    names = "*".join(f.kernel for f in term.factors if kernel_of(f.kernel).role != TRANSITION)
+    if len(offsets) == 1:
+        at = say_position(offsets[0], dataset, years)
+        return (
+            f"Noise whose standard deviation grows linearly away from x = {at} ({names})",
+            f"noise growing linearly away from x = {at}",
+        )
+    if offsets:
+        degree = len(offsets)
+        at = ", ".join(say_position(c, dataset, years) for c in offsets)
+        return (
+            f"Noise whose standard deviation grows as a polynomial of degree {degree} "
+            f"(offsets {at}; {names})",
+            f"noise growing as a polynomial of degree {degree}",
+        )
+    return f"White noise ({names})", "extra noise"
+
+
+def _describe_noise(
+    term, sd: np.ndarray, conds: list, dataset: Dataset, years: bool, off: bool
+) -> str:
+    """One sentence for a white-noise term: what its standard deviation does and, under
+    change operators, where the series is noisier; ``sd`` is its standard deviation on
+    the data inputs (y's units)."""
+    core, _ = _noise_growth(term, dataset, years)
+    unit = f"{dataset.y_column} units"
+    lins = any(kernel_of(f.kernel).role == TREND for f in term.factors)
+    if lins:
+        size = f"standard deviation {sd[0]:.3g} at the first input and {sd[-1]:.3g} at the last"
+        low = int(np.argmin(sd))
+        if 0 < low < len(sd) - 1:
+            at = say_position(dataset.x[low], dataset, years)
+            size += f", lowest ({sd[low]:.3g}) near x = {at}"
+        size += f" ({unit})"
+    elif conds:
+        size = f"standard deviation up to {float(sd.max()):.3g} {unit}"
+    else:
+        size = f"standard deviation {float(sd.max()):.3g} {unit}"
+    if off:
+        where = say_active_range(conds, dataset, years)
+        return f"{core}, {where}, so it does not act on the data."
+    if conds:
+        where = say_active_range(conds, dataset, years).removeprefix("active only ")
+        return (
+            f"The series is noisier {where}: {core[0].lower()}{core[1:]}, {size}, on top of "
+            "the observation noise."
+        )
+    return f"{core}: {size}, on top of the observation noise."
 
 
 # --- change operators ---------------------------------------------------------------
@@ -506,12 +574,26 @@ def describe_fit(fit: FitResult, dataset: Dataset) -> list[str]:
     weights = [term_weight(cs, dataset.x) for cs in conds]
     off = [w is not None and float(w.max()) < _SETTLED for w in weights]
     flats = [set() if o else f for f, o in zip(flats, off)]
+    noise = noise_terms(fit)
+    prior = term_prior_variances(fit, dataset.x)  # standardised y
+    noise_sd = [np.sqrt(v) * dataset.y_std for v in prior]
     nouns = [
-        _term_noun(t, m, dataset, years, f, w)
-        for t, m, f, w in zip(fit.terms, means, flats, weights)
+        _noise_growth(t, dataset, years)[1] if n else _term_noun(t, m, dataset, years, f, w)
+        for t, m, f, w, n in zip(fit.terms, means, flats, weights, noise)
     ]
     out = [_describe_change(c, nouns, conds, dataset, years) for c in changes]
+    if all(noise) and not changes:  # the white-noise model: WN alone
+        total = math.sqrt(float(prior[0][0]) + fit.noise_variance)
+        out.append(
+            "White noise around the mean: the model finds no structure. With the observation "
+            f"noise, its standard deviation is {total * dataset.y_std:.3g} "
+            f"{dataset.y_column} units."
+        )
+        return out
     for i, (term, share, m, flat) in enumerate(zip(fit.terms, shares, means, flats)):
+        if noise[i]:
+            out.append(_describe_noise(term, noise_sd[i], conds[i], dataset, years, off[i]))
+            continue
         sentence = _describe_term(term, m, dataset, years, flat, weights[i])
         if conds[i]:
             sentence += ", " + say_active_range(conds[i], dataset, years)

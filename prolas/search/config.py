@@ -45,6 +45,9 @@ class SearchConfig:
         restarts: random restarts per GP fit (batched).
         seed: seeds the strategy and every fit.
         depth: CKS depth limit.
+        base_kernels: CKS's base kernel set B (``None``: SE, LIN, PER, RQ, as Duvenaud et
+            al. 2013; ``("SE", "LIN", "PER", "C", "WN")`` is ABCD's, with the white
+            noise ``WN``; any registry kernel, e.g. the centred periodic ``PERC``).
         change: CKS also expands by the Automatic Statistician's change rules
             (``CP(S, S)``, ``CW(S, S)``, ``CW(S, C)``, ``CW(C, S)``, ``CP(S, B)``,
             ``CP(B, S)``; :func:`prolas.search.greedy.expand`). On by default: it
@@ -81,6 +84,7 @@ class SearchConfig:
     restarts: int = 8
     seed: int = 0
     depth: int = 4
+    base_kernels: tuple[str, ...] | None = None
     change: bool = True
     grammar: str = DEFAULT_GRAMMAR
     checkpoint: str = DEFAULT_CHECKPOINT
@@ -106,6 +110,8 @@ class SearchConfig:
             raise ProlasError("--batch must be at least 1")
         if self.depth < 1:
             raise ProlasError("--depth must be at least 1")
+        if self.base_kernels is not None:
+            object.__setattr__(self, "base_kernels", _base_kernel_set(self.base_kernels))
         if self.search_points != 0 and self.search_points < 20:
             raise ProlasError("--search-points must be 0 (all points) or at least 20")
         _ = self.fit_config  # FitConfig checks the lengthscale floor
@@ -122,6 +128,26 @@ class SearchConfig:
 
     def replace(self, **changes) -> SearchConfig:
         return dataclasses.replace(self, **changes)
+
+
+def _base_kernel_set(names) -> tuple[str, ...]:
+    """CKS's base kernel set from names (a comma-separated string or a sequence), upper
+    case, in order, without repeats; a clear error for an unknown or empty one."""
+    from prolas.expr import BASE_KERNELS
+
+    if isinstance(names, str):
+        names = names.split(",")
+    try:
+        out = tuple(dict.fromkeys(str(n).strip().upper() for n in names))
+    except TypeError:
+        raise ProlasError(f"--base-kernels must be kernel names, got {names!r}") from None
+    known = ", ".join(BASE_KERNELS)
+    if not out or "" in out:
+        raise ProlasError(f"--base-kernels: no kernel named (an empty name); known: {known}")
+    unknown = [n for n in out if n not in BASE_KERNELS]
+    if unknown:
+        raise ProlasError(f"--base-kernels: unknown kernel {unknown[0]!r}; known: {known}")
+    return out
 
 
 def search_data(dataset: Dataset, config: SearchConfig) -> Dataset:

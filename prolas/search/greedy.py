@@ -4,6 +4,9 @@ Level 1 evaluates every base kernel. Each further level expands the current best
 expression S into
 
 * ``S + B`` and ``S * B`` for every base kernel B,
+* when the base set holds the constant ``C`` (as ABCD's does), ``S * (B + C)`` for every
+  other base kernel B: ABCD's product that keeps S (``LIN * (WN + C)`` is
+  ``LIN + LIN*WN``, a trend with noise growing along it, one step from ``LIN``),
 * every single replacement ``B -> B'`` of one base-kernel occurrence in S's
   canonical form (inside change operators too), and
 * with ``change=True``, the change rules of the Automatic Statistician (ABCD; Lloyd
@@ -29,10 +32,13 @@ from prolas.expr import CP, CW, Base, ChangeItem, Expression, Item, from_items, 
 from prolas.records import SearchResult
 from prolas.search.evaluator import BudgetExhausted, Evaluator
 
-__all__ = ["expand", "search_cks", "STANDARD_BASE_KERNELS"]
+__all__ = ["expand", "search_cks", "ABCD_BASE_KERNELS", "STANDARD_BASE_KERNELS"]
 
 #: CKS's base kernel set B (Duvenaud et al., 2013).
 STANDARD_BASE_KERNELS: tuple[str, ...] = ("SE", "LIN", "PER", "RQ")
+#: The Automatic Statistician's (ABCD; Lloyd et al., 2014): with the constant and white
+#: noise (whose products with LIN are noise growing along x).
+ABCD_BASE_KERNELS: tuple[str, ...] = ("SE", "LIN", "PER", "C", "WN")
 
 
 def _replacements(items: tuple[Item, ...], base_kernels: Sequence[str]) -> list[tuple[Item, ...]]:
@@ -53,8 +59,8 @@ def _replacements(items: tuple[Item, ...], base_kernels: Sequence[str]) -> list[
 
 
 def expand(expr: Expression, base_kernels: Sequence[str], change: bool = False) -> list[Expression]:
-    """CKS neighbours of ``expr``: S+B, S*B, every single replacement B->B' and, with
-    ``change``, the change rules (module docstring).
+    """CKS neighbours of ``expr``: S+B, S*B, S*(B+C) when ``C`` is a base kernel, every
+    single replacement B->B' and, with ``change``, the change rules (module docstring).
 
     Returned in a fixed order (deterministic), without duplicates and without
     ``expr`` itself. These moves act on the canonical expression (a replacement can
@@ -76,6 +82,10 @@ def expand(expr: Expression, base_kernels: Sequence[str], change: bool = False) 
         add(expr + Base(b))
     for b in base_kernels:
         add(expr * Base(b))
+    if "C" in base_kernels:
+        for b in base_kernels:
+            if b != "C":
+                add(expr * (Base(b) + Base("C")))
     for items in _replacements(expr.items, base_kernels):
         add(from_items(items))
     if change:

@@ -135,6 +135,8 @@ def fingerprint(dataset: Dataset, config: SearchConfig) -> dict[str, Any]:
         fp["depth"] = int(config.depth)
         if config.change:  # absent when off, so journals written before it still resume
             fp["change"] = True
+        if config.base_kernels is not None:  # absent for the standard set (older journals)
+            fp["base_kernels"] = list(config.base_kernels)
     else:
         from prolas.grammar import Grammar
 

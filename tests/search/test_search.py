@@ -104,6 +104,46 @@ def test_cks_finds_planted_lin_plus_per() -> None:
     assert {"LIN", "PER"} <= factors, best.expression
 
 
+def test_cks_with_c_in_its_base_set_also_expands_s_times_b_plus_c() -> None:
+    """ABCD's operator S -> S * (B + C): a product that keeps S; only when C is a base
+    kernel (the standard set has none, so plain CKS is unchanged)."""
+    abcd = ["SE", "LIN", "PER", "C", "WN"]
+    out = {str(e) for e in expand(parse("LIN"), abcd)}
+    assert {"LIN + LIN*WN", "LIN + LIN*PER", "LIN + LIN*SE"} <= out
+    standard = {str(e) for e in expand(parse("LIN"), ["SE", "LIN", "PER", "RQ"])}
+    assert "LIN + LIN*PER" not in standard
+    assert "LIN" not in out  # LIN + WN and LIN * C are LIN itself: never proposed
+
+
+def test_cks_finds_planted_noise_growing_linearly_with_wn_in_its_base_set() -> None:
+    """y = trend + (x - c) e: CKS with WN among its base kernels ends with a LIN*WN term
+    (noise whose standard deviation grows linearly) next to the trend."""
+    rng = np.random.default_rng(1)
+    x = np.linspace(0.0, 10.0, 80)
+    y = 2.0 + 0.8 * x + (0.05 + 0.25 * x) * rng.standard_normal(x.size)
+    ds = Dataset.from_arrays(x, y)
+    ev = Evaluator(GPScorer(ds, FitConfig(restarts=2)), budget=30)
+    result = search_cks(ev, base_kernels=("SE", "LIN", "PER", "C", "WN"), depth=2)
+    best = parse(result.best.expression)
+    assert ("LIN", "WN") in best.terms, best
+    assert any("WN" not in t for t in best.terms), best  # and a signal term: the trend
+    # without WN, no model of the search can say the noise grows
+    plain = search_cks(Evaluator(GPScorer(ds, FitConfig(restarts=2)), budget=30), depth=2)
+    assert result.best.bic > plain.best.bic + 10
+
+
+def test_search_config_checks_the_cks_base_kernels() -> None:
+    from prolas.errors import ProlasError
+    from prolas.search.config import SearchConfig
+
+    assert SearchConfig(base_kernels="se, lin,wn,LIN").base_kernels == ("SE", "LIN", "WN")
+    assert SearchConfig().base_kernels is None
+    with pytest.raises(ProlasError, match="unknown kernel 'FOO'"):
+        SearchConfig(base_kernels=("SE", "FOO"))
+    with pytest.raises(ProlasError, match="no kernel"):
+        SearchConfig(base_kernels="")
+
+
 def test_random_search_is_deterministic_and_unique() -> None:
     g = Grammar.default()
     runs = []

@@ -290,6 +290,18 @@ def test_ot_distance_is_symmetric_zero_on_identical_and_a_metric():
     assert_ot_pseudometric([GRAMMAR.sample(rng) for _ in range(45)])
 
 
+def test_ot_distance_is_a_pseudometric_with_white_noise_and_centred_periodic():
+    """The abcd grammar's kernels: their label costs keep the triangle inequality
+    (OTConfig checks M), and PERC sits nearer PER than SE does."""
+    rng = np.random.default_rng(11)
+    abcd = Grammar.from_file("abcd")
+    assert_ot_pseudometric([abcd.sample(rng) for _ in range(45)])
+    reg = ExpressionRegistry()
+    i = reg.indices([parse("PER"), parse("PERC"), parse("SE"), parse("LIN*WN"), parse("LIN")])
+    d, _ = reg.distances(i, i)
+    assert d[0, 1] < d[0, 2] and d[3, 4] > 0
+
+
 def test_ot_distance_orders_similar_expressions_closer():
     reg = ExpressionRegistry()
     i = reg.indices([parse("SE"), parse("RQ"), parse("PER"), parse("SE + PER"), parse("LIN*PER")])
