@@ -27,7 +27,7 @@ from prolas import report
 from prolas.data import Dataset, extrapolation_split
 from prolas.expr import BASE_KERNELS, CHANGE_FACTORS, factor_shape_params, parse
 from prolas.gp import FitConfig, GPScorer, fit_gp
-from prolas.records import HISTORY_KEYS, Score, SearchResult
+from prolas.records import HISTORY_KEYS, Evaluation, Score, SearchResult
 from prolas.report.schema import RESULT_SCHEMA_FILE
 from prolas.search.evaluator import Evaluator, TableScorer
 
@@ -266,8 +266,11 @@ def test_result_schema_is_a_copy(documents) -> None:
 
 def test_history_entry_block_is_history_keys(schema) -> None:
     block = schema["$defs"]["history_entry"]
-    assert tuple(block["properties"]) == HISTORY_KEYS
+    # every entry has HISTORY_KEYS; a repaired one also names what it was repaired from
+    assert tuple(block["properties"]) == (*HISTORY_KEYS, "repaired_from")
     assert tuple(block["required"]) == HISTORY_KEYS
+    repaired = Evaluation(3, "C + PER", "ok", 1.0, 5.0, 5, 0.1, None, repaired_from="PER")
+    assert set(repaired.to_json()) == set(block["properties"])
 
 
 def test_blocks_match_what_the_code_writes(documents, schema) -> None:
