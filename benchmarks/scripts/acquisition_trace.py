@@ -27,8 +27,10 @@ import tempfile
 from pathlib import Path
 
 from prolas.bench.cells import load_series, thin
-from prolas.bench.grid import BenchConfig, MethodSpec, cached_scorer, run_cell
+from prolas.bench.grid import BenchConfig, MethodSpec, run_cell
+from prolas.gp import GPScorer
 from prolas.pipeline import run_strategy
+from prolas.search.cache import CachedScorer
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator
 from prolas.threads import torch_threads
@@ -52,6 +54,7 @@ def trace(
         max_points=400,
         data_dir=str(data),
         lengthscale_floor=1.0,
+        nested=False,  # the committed grid predates nested starts and repairs
     )
     searched = thin(load_series(data / f"{series}_train.csv"), config.max_points)
     lines: list[str] = []
@@ -78,7 +81,9 @@ def trace(
         if source.exists():
             (Path(tmp) / "fits").mkdir()
             shutil.copy(source, Path(tmp) / "fits" / source.name)
-        scorer = cached_scorer(searched, config, Path(tmp), series)
+        # the committed fits, written by the first fitter (prolas.search.cache)
+        path = Path(tmp) / "fits" / f"{series}.jsonl"
+        scorer = CachedScorer(GPScorer(searched, config.fit_config), path, recorded_by=1)
         latent._LatentSearch.step = traced_step
         try:
             cell, result, _ = run_cell(

@@ -47,7 +47,8 @@ def probe(dataset: str, seed: int, n_init: int = 10, strict: bool = True) -> lis
     if ds.n > MAX_POINTS:
         ds = ds.thinned(MAX_POINTS)
     # the grid's fit cache, read only (lookup never fits); its fingerprint must match
-    cache = CachedScorer(GPScorer(ds, CONFIG), GRID / "fits" / f"{dataset}.jsonl")
+    # the committed fits were written by the first fitter (prolas.search.cache)
+    cache = CachedScorer(GPScorer(ds, CONFIG), GRID / "fits" / f"{dataset}.jsonl", recorded_by=1)
     cell = json.loads((GRID / "cells" / f"{dataset}__prolas__seed{seed}.json").read_text())
     history: list[Evaluation] = []
     rows = []

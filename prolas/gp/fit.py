@@ -99,6 +99,18 @@ DTYPE = torch.float64
 #: journals made by another version of the fitter are not mixed with this one's.
 #: 2: box edges at the nested models' limits, starts at contained sub-models' optima.
 FIT_ALGORITHM = 2
+#: The settings the first fitter (algorithm 1) had: its keys hold exactly these.
+FIRST_FITTER_FIELDS = (
+    "restarts",
+    "max_iter",
+    "seed",
+    "attempts",
+    "tolerance",
+    "screen_iter",
+    "keep",
+    "screen_points",
+    "lengthscale_floor",
+)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from prolas.expr import Expression
 from prolas.gp import FitResult, GPScorer
+from prolas.gp.fit import FIRST_FITTER_FIELDS
 from prolas.records import Score
 
 __all__ = ["CachedScorer", "scorer_fingerprint", "warm_key"]
@@ -53,12 +54,22 @@ def _key(expr: Expression | str, digest: str | None) -> str:
     return str(expr) if digest is None else f"{expr}|warm:{digest}"
 
 
-def scorer_fingerprint(scorer: GPScorer) -> str:
-    """SHA-256 (16 hex) of the data values and the fit configuration."""
+def scorer_fingerprint(scorer: GPScorer, algorithm: int | None = None) -> str:
+    """SHA-256 (16 hex) of the data values and the fit configuration.
+
+    ``algorithm``: the fingerprint the same settings had under that version of the
+    fitter (:data:`prolas.gp.fit.FIT_ALGORITHM`); 1, the first, did not name itself in
+    the key. Used to replay caches written by an earlier fitter (their fits are that
+    fitter's, never mixed into a cache of today's)."""
+    key = scorer.config.key()
+    if algorithm == 1:
+        key = {k: v for k, v in key.items() if k in FIRST_FITTER_FIELDS}
+    elif algorithm is not None:
+        key["algorithm"] = algorithm
     h = hashlib.sha256()
     h.update(scorer.dataset.x.tobytes())
     h.update(scorer.dataset.y.tobytes())
-    h.update(json.dumps(scorer.config.key(), sort_keys=True).encode())
+    h.update(json.dumps(key, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
 
@@ -71,10 +82,12 @@ class CachedScorer:
     serve several data sets. A torn last line is skipped.
     """
 
-    def __init__(self, scorer: GPScorer, path: str | Path) -> None:
+    def __init__(self, scorer: GPScorer, path: str | Path, recorded_by: int | None = None) -> None:
         self.scorer = scorer
         self.path = Path(path)
-        self.key = scorer_fingerprint(scorer)
+        # ``recorded_by``: read (and extend) the entries an earlier fitter wrote
+        # (:func:`scorer_fingerprint`): for replaying committed benchmark grids
+        self.key = scorer_fingerprint(scorer, recorded_by)
         self._lock = threading.Lock()
         self._table: dict[str, FitResult] = {}
         self.hits = 0
