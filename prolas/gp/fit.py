@@ -135,6 +135,18 @@ class FitConfig:
             lets a stationary factor act as extra, input-dependent noise (``LIN*LIN*RQ``
             with an RQ shorter than the sampling interval is a noise level growing
             quadratically), which BIC can reward and which extrapolates as nothing.
+        stages: successive screening instead of the one-shot screen, each stage
+            ``(candidates, iterations, points)`` (:meth:`schedule`); ``None``: one stage
+            ``(restarts, screen_iter, screen_points)``.
+        hops, hop_iter: rounds of basin hopping from the best polished fit (each PER
+            period to the periodogram's two strongest peaks or beyond the span, each
+            SE/RQ lengthscale ×5 or ÷5, each change location to the two likeliest break
+            points, each LIN offset to the other end of the data), ``hop_iter``
+            iterations per move; the best move that beats the fit is polished. Adopted
+            by measurement: ``benchmarks/results/fit_reliability/``.
+        hop_offset_grid: LIN offsets hop to 0, 1/3, 2/3 and 1 of the data's span.
+        polish_points: converge on this many evenly spaced points before the polish on
+            all the data (0: off).
     """
 
     restarts: int = 8
@@ -147,8 +159,8 @@ class FitConfig:
     screen_points: int = 200
     lengthscale_floor: float = LENGTHSCALE_FLOOR
     stages: tuple[tuple[int, int, int], ...] | None = None
-    hops: int = 0
-    hop_iter: int = 20
+    hops: int = 1
+    hop_iter: int = 10
     hop_offset_grid: bool = False
     polish_points: int = 0
 
