@@ -185,10 +185,10 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         help="with --horizon: rolling-mix = the mixture of the predictives of the top "
         "--forecast-models models, each weighted by how well it forecast the last 10%% of the "
         "training data (exp of its summed log predictive density from 5 origins; default, "
-        "chosen on the tuning series, README 'How the defaults were chosen'); bma = their "
-        "mixture weighted by exp(BIC); best = the best-BIC model's predictive; rolling = the "
-        "predictive of the one of the top models that forecast the last 10%% of the training "
-        "data best (same 5 origins, lowest RMSE)",
+        "chosen on the tuning series: benchmarks/RESULTS.md, 'How the defaults were "
+        "chosen'); bma = their mixture weighted by exp(BIC); best = the best-BIC model's "
+        "predictive; rolling = the predictive of the one of the top models that forecast the "
+        "last 10%% of the training data best (same 5 origins, lowest RMSE)",
     )
     g.add_argument(
         "--forecast-models",

@@ -16,15 +16,15 @@ EXACT_REFIT_LIMIT = 2000
 
 #: The grammar and KG-VAE checkpoint a search uses unless told otherwise: the grammar with
 #: change-points, change-windows and the constant (``grammars/change.toml``). Measured on the
-#: tuning series (airline, call-centre, sulphuric; README "Results"), PROLAS on it forecast
+#: tuning series (airline, call-centre, sulphuric; benchmarks/RESULTS.md), PROLAS on it forecast
 #: better than on ``default`` on two of three (call-centre 200.8 -> 29.9 RMSE).
 DEFAULT_GRAMMAR = "change"
 DEFAULT_CHECKPOINT = "change"
 
 #: SE and RQ lengthscales of every fit are at least this many median input spacings
 #: (:attr:`prolas.gp.FitConfig.lengthscale_floor`, ``--lengthscale-floor``; 0 = off).
-#: Measured on the tuning series (airline, call-centre, sulphuric; 3 seeds; README
-#: "Results"): PROLAS's test RMSE fell on all three (best model 18.40 -> 13.86,
+#: Measured on the tuning series (airline, call-centre, sulphuric; 3 seeds;
+#: benchmarks/RESULTS.md): PROLAS's test RMSE fell on all three (best model 18.40 -> 13.86,
 #: 32.05 -> 27.40, 67.55 -> 59.80); the reference fits of docs/conventions.md still hold.
 LENGTHSCALE_FLOOR = 1.0
 

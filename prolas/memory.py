@@ -4,9 +4,8 @@ A fit evaluates its likelihood a few hundred times, and every evaluation builds 
 dozen ``N x N`` temporaries (Gram matrices, gradient factors, ``K^-1``): 1.3 MB each at
 N = 400. glibc's malloc serves blocks this size with fresh ``mmap`` pages or gives the top
 of its heap back after each evaluation (its trim threshold adapts to ~2 blocks), so every
-evaluation pays page faults for memory it just freed. Measured at N = 400 on the 2-core
-machines: 35-50 ms per evaluation with the heap kept against 87-107 ms without
-(``docs/fit.md``, "Memory").
+evaluation pays page faults for memory it just freed. Measured at N = 400: 35-50 ms per
+evaluation with the heap kept against 87-107 ms without (``docs/fit.md``, "Memory").
 
 :func:`keep_heap` raises glibc's mmap threshold to 32 MB (blocks below it come from the
 heap) and its trim threshold to 256 MB (the heap top is given back only past that), once

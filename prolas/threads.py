@@ -1,7 +1,7 @@
 """Thread settings for a block of work: torch's intra-op threads and the BLAS pools.
 
 Several parts of prolas run on one torch thread: small GP computations are fastest that
-way (a busy two-core machine made two threads up to 10x slower), and a search strategy's
+way (two threads on busy cores were measured up to 10x slower), and a search strategy's
 rounding must not depend on the thread count (:func:`prolas.pipeline.run_strategy`).
 
 A library call must not change the caller's session: after a block of prolas's work

@@ -89,7 +89,7 @@ def resolve_vae(
             f"(latent dim {vcfg.latent_dim}, {QUICK_VAE_SAMPLES} grammar draws, "
             f"<= {vcfg.epochs} epochs)"
         )
-        with torch_threads(1):  # measured: 2 threads on a busy 2-core machine is 10x slower
+        with torch_threads(1):  # measured: two threads on busy cores train 10x slower
             trained = train_kgvae(g, vcfg, x=train_x, n_samples=QUICK_VAE_SAMPLES, progress=False)
         q = trained.metadata.get("quality", {})
         log(

@@ -1,4 +1,4 @@
-"""The package's layers: every import points down (README, "How it is built").
+"""The package's layers: every import points down (docs/architecture.md, "Layers").
 
 Each module of ``prolas`` belongs to one layer; a module may import (at the top, inside
 a function or for type checking only) modules of its own layer or of layers below it,
@@ -77,7 +77,7 @@ def layer_of(module: str) -> int:
         for name in names:
             if (module == name or module.startswith(name + ".")) and len(name) > best_len:
                 best, best_len = i, len(name)
-    assert best is not None, f"{module} is in no layer: add it to LAYERS and the README map"
+    assert best is not None, f"{module} is in no layer: add it to LAYERS and docs/architecture.md"
     return best
 
 

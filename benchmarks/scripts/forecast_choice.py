@@ -41,7 +41,7 @@ from prolas.gp import FitConfig, FitResult, fit_gp
 from prolas.report.forecast import forecast
 
 WAYS = ("best", "bma", "rolling", "rolling_mix", "best_all")
-#: The series every default was decided on (README "How the defaults were chosen").
+#: The series every default was decided on (benchmarks/RESULTS.md, "How the defaults were chosen").
 TUNING = ("airline", "call-centre", "sulphuric")
 
 

@@ -90,7 +90,8 @@ TSDL_SEASON_LENGTH = {
     "temperature": 1,
 }
 
-#: The tsdl series the defaults were tuned on (README, "How the defaults were chosen").
+#: The tsdl series the defaults were tuned on (benchmarks/RESULTS.md, "How the defaults were
+#: chosen").
 TSDL_TUNING = ("airline", "call-centre", "sulphuric")
 
 M3_SEASON_LENGTH = 12

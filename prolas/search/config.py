@@ -51,7 +51,7 @@ class SearchConfig:
         change: CKS also expands by the Automatic Statistician's change rules
             (``CP(S, S)``, ``CW(S, S)``, ``CW(S, C)``, ``CW(C, S)``, ``CP(S, B)``,
             ``CP(B, S)``; :func:`prolas.search.greedy.expand`). On by default: it
-            forecast better than plain CKS on every tuning series (README).
+            forecast better than plain CKS on every tuning series (benchmarks/RESULTS.md).
         grammar: grammar file or shipped grammar name (random, structural, prolas).
         checkpoint: KG-VAE checkpoint path or shipped name (prolas).
         train_vae: train a data-specific KG-VAE on the data's inputs first (prolas).
