@@ -13,6 +13,12 @@ dropped).
 
     python benchmarks/scripts/nested_fits.py benchmarks/results/extrapolation/fits/*.jsonl \\
         --out benchmarks/results/nested_fits/nested_fits.md
+
+A fit cache pools the fits of every cell of a grid, so E and S of a pair may come from
+different searches, neither of which fitted both. ``--cells DIR`` checks the searches
+themselves: in every finished cell's history (``DIR/*.json``), each fitted pair where E
+contains S and ``loglik(E) < loglik(S) - 0.1`` (the evaluator's invariant,
+:func:`prolas.search.evaluator.nested_violations`), and the repairs the search made.
 """
 
 from __future__ import annotations
@@ -107,15 +113,59 @@ def shortfalls(
     }
 
 
+def cell_violations(cells: Path, tol: float = 0.1) -> str:
+    """Markdown table: per series, the cells, their fitted pairs (E contains S), the pairs
+    with ``loglik(E) < loglik(S) - tol``, and the evaluations a repair changed."""
+    rows: dict[str, np.ndarray] = {}
+    worst: dict[str, tuple[float, str]] = {}
+    for path in sorted(cells.glob("*.json")):
+        cell = json.loads(path.read_text())
+        ok = [h for h in cell["history"] if h["status"] == "ok"]
+        pairs = bad = 0
+        for e in ok:
+            for s in ok:
+                if e is s or not contains(e["expression"], s["expression"]):
+                    continue
+                pairs += 1
+                short = s["log_likelihood"] - e["log_likelihood"]
+                if short > tol:
+                    bad += 1
+                    if short > worst.get(cell["dataset"], (0.0, ""))[0]:
+                        worst[cell["dataset"]] = (
+                            short,
+                            f"`{e['expression']}` < `{s['expression']}`",
+                        )
+        repaired = sum(1 for h in cell["history"] if h.get("repaired_from"))
+        row = rows.setdefault(cell["dataset"], np.zeros(4, dtype=int))
+        row += (1, pairs, bad, repaired)
+    lines = [
+        f"| series | cells | fitted pairs (E contains S) | below S by > {tol:g} nats | repaired "
+        "| worst |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, (n, pairs, bad, repaired) in rows.items():
+        lines.append(
+            f"| {name} | {n} | {pairs} | {bad} | {repaired} | {worst.get(name, (0, ''))[1]} |"
+        )
+    total = sum(rows.values(), np.zeros(4, dtype=int))
+    lines.append(f"| all | {total[0]} | {total[1]} | {total[2]} | {total[3]} | |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("caches", nargs="+", type=Path, help="fit caches (fits/<series>.jsonl)")
+    p.add_argument("caches", nargs="*", type=Path, help="fit caches (fits/<series>.jsonl)")
+    p.add_argument("--cells", type=Path, help="check every finished search in this folder")
     p.add_argument("--tol", type=float, default=2.0, help="nats (default 2)")
     p.add_argument("--out", type=Path, help="write the Markdown table here too")
     p.add_argument(
         "--one-step", action="store_true", help="only sub-models one limit away (older rules)"
     )
     args = p.parse_args()
+    if args.cells is not None:
+        print(cell_violations(args.cells))
+        if not args.caches:
+            return
     lines = [
         "| fit cache | fits | with a sub-model fitted | below it by > "
         f"{args.tol:g} nats | share | median shortfall | largest | example (fit < sub-model) |",
