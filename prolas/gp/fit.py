@@ -506,6 +506,7 @@ def _fit_gp(
         # Screening: every random start runs the stages, the best going on to the next;
         # the ``keep`` best are then polished to convergence on all the data.
         chosen = _screen(starts, stages, on_points, config)[: config.keep] if cold else []
+        n_cold = len(chosen)
         # A warm start is screened in the first stage and polished besides (a warm fit is
         # never worse than the cold one); an exact start is polished from where it is: at
         # a contained sub-model's optimum on all the data.
@@ -519,16 +520,27 @@ def _fit_gp(
             pm, py = on_points(config.polish_points)
             chosen = [_minimise(pm, th, py, config.max_iter, config.tolerance)[0] for th in chosen]
         polished = [
-            _minimise(model, th, y, config.max_iter, config.tolerance) for th in [*chosen, *exact]
+            (_minimise(model, th, y, config.max_iter, config.tolerance), k < n_cold)
+            for k, th in enumerate([*chosen, *exact])
         ]
-        polished = [(th, ll) for th, ll in polished if math.isfinite(ll)]
+        polished = [(p, from_cold) for p, from_cold in polished if math.isfinite(p[1])]
         if not polished:
             tried = (R if cold else 0) + len(warm) + len(exact)
             errors.append(f"attempt {attempt + 1}: all {tried} restarts failed (Cholesky)")
             continue
-        polished.sort(key=lambda p: -p[1])
+        polished.sort(key=lambda p: -p[0][1])
         if config.hops and cold:
-            polished.insert(0, _hop(model, *polished[0], y, config))
+            # hop from the best random start's optimum, as a fit without ``init`` does (so
+            # a fit with starts from related models is never worse than without), and
+            # from the best optimum overall when that is another one
+            best_cold = next((p for p, from_cold in polished if from_cold), None)
+            sources = [p for p in (best_cold, polished[0][0]) if p is not None]
+            if len(sources) == 2 and sources[0] is sources[1]:
+                sources = sources[:1]
+            hopped = [_hop(model, *p, y, config) for p in sources]
+            polished = [(p, False) for p in hopped] + polished
+            polished.sort(key=lambda p: -p[0][1])
+        polished = [p for p, _ in polished]
         restart_lls = tuple(float(ll) for _, ll in polished)
         for theta, ll in polished:
             fit = _natural_fit(expr, model, theta, ll, dataset, R, restart_lls, errors)
