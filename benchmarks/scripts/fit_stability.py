@@ -26,6 +26,7 @@ seeds 0-4 with the default restarts and prints the log-likelihoods beside the re
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -73,6 +74,11 @@ def cmd_draw(args: argparse.Namespace) -> None:
             if record["fit"]["status"] == "ok" and "warm" not in record:
                 exprs.add(str(parse(record["expression"])))
         per_series[path.stem] = sorted(exprs)
+    if args.series:
+        per_series = {k: v for k, v in per_series.items() if k in args.series}
+    if args.exclude:
+        taken = {(r["series"], r["expression"]) for r in json.loads(args.exclude.read_text())}
+        per_series = {k: [e for e in v if (k, e) not in taken] for k, v in per_series.items()}
     rng = np.random.default_rng(args.seed)
     names = sorted(per_series)
     counts = {s: args.n // len(names) for s in names}
@@ -88,10 +94,17 @@ def cmd_draw(args: argparse.Namespace) -> None:
     )
 
 
-def _fit_config(seed: int, restarts: int):
+def _fit_config(seed: int, restarts: int, overrides: dict | None = None):
     from prolas.gp import FitConfig
 
-    return FitConfig(restarts=restarts, seed=seed, lengthscale_floor=1.0)
+    settings = {"restarts": restarts, **(overrides or {})}
+    return FitConfig(seed=seed, lengthscale_floor=1.0, **settings)
+
+
+def _variant(text: str) -> tuple[str, dict]:
+    """``NAME=JSON`` (FitConfig overrides) or ``NAME`` (the defaults)."""
+    name, _, settings = text.partition("=")
+    return name, json.loads(settings) if settings else {}
 
 
 def cmd_fit(args: argparse.Namespace) -> None:
@@ -100,13 +113,14 @@ def cmd_fit(args: argparse.Namespace) -> None:
     from prolas.gp import fit_gp
 
     pairs = json.loads(args.pairs.read_text())
+    variants = [_variant(v) for v in args.variant] or [("default", {})]
     i, k = (int(v) for v in args.shard.split("/"))
     pairs = pairs[i::k]
     done = set()
     if args.out.exists():
         for line in args.out.read_text().splitlines():
             r = json.loads(line)
-            done.add((r["series"], r["expression"], r["fit_seed"]))
+            done.add((r.get("variant", "default"), r["series"], r["expression"], r["fit_seed"]))
     data = {}
     fit_gp("SE", _grid_points("airline", args.data_dir, args.max_points))  # warm-up
     with args.out.open("a") as out:
@@ -114,15 +128,16 @@ def cmd_fit(args: argparse.Namespace) -> None:
             s, e = pair["series"], pair["expression"]
             if s not in data:
                 data[s] = _grid_points(s, args.data_dir, args.max_points)
-            for seed in args.fit_seeds:
-                if (s, e, seed) in done:
+            for (name, overrides), seed in itertools.product(variants, args.fit_seeds):
+                if (name, s, e, seed) in done:
                     continue
-                t = time.perf_counter()
-                fit = fit_gp(e, data[s], _fit_config(seed, args.restarts))
-                seconds = time.perf_counter() - t
+                t = time.process_time()
+                fit = fit_gp(e, data[s], _fit_config(seed, args.restarts, overrides))
+                seconds = time.process_time() - t
                 out.write(
                     json.dumps(
                         {
+                            "variant": name,
                             "series": s,
                             "expression": e,
                             "fit_seed": seed,
@@ -139,47 +154,54 @@ def cmd_fit(args: argparse.Namespace) -> None:
 
 
 def cmd_summarise(args: argparse.Namespace) -> None:
+    """Per variant (and per series with ``--by-series``): *stable*, the share of pairs whose
+    log-likelihoods over the fit seeds span at most ``--tol`` nats; *reach*, the share of
+    fits within ``--tol`` of the pair's best-known optimum (the best log-likelihood any
+    variant reached at any seed, in every file given plus ``--best-known`` files); the
+    median and mean gap to it; CPU seconds per fit. A failed fit is neither stable nor
+    within reach. Only pairs every variant fitted at every seed are compared."""
     rows = [json.loads(line) for p in args.fits for line in p.read_text().splitlines()]
-    by_pair: dict[tuple[str, str], dict[int, float | None]] = {}
+    extra = [json.loads(line) for p in args.best_known for line in p.read_text().splitlines()]
+    best: dict[tuple[str, str], float] = {}
+    for r in rows + extra:
+        if r["status"] == "ok":
+            key = (r["series"], r["expression"])
+            best[key] = max(best.get(key, -np.inf), r["log_likelihood"])
+    table: dict[str, dict[tuple[str, str], dict[int, float | None]]] = {}
     seconds: dict[str, list[float]] = {}
     for r in rows:
+        v = r.get("variant", "default")
         ll = r["log_likelihood"] if r["status"] == "ok" else None
-        by_pair.setdefault((r["series"], r["expression"]), {})[r["fit_seed"]] = ll
-        seconds.setdefault(r["series"], []).append(r["seconds"])
+        table.setdefault(v, {}).setdefault((r["series"], r["expression"]), {})[r["fit_seed"]] = ll
+        seconds.setdefault(v, []).append(r["seconds"])
     seeds = sorted({r["fit_seed"] for r in rows})
-    lines = [
-        f"fit seeds {seeds}; stable = log-likelihoods span <= {args.tol:g} nats",
-        "",
-        "| series | pairs | stable | share | median span | largest span | median s/fit |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    total = stable_total = 0
-    spans_all = []
-    for series in sorted({s for s, _ in by_pair}):
-        spans = []
-        for (s, _), lls in by_pair.items():
-            if s != series:
-                continue
-            values = [lls.get(k) for k in seeds]
-            spans.append(
-                np.inf if any(v is None for v in values) else float(max(values) - min(values))
-            )
-        spans = np.array(spans)
-        stable = int(np.sum(spans <= args.tol))
-        total += spans.size
-        stable_total += stable
-        spans_all += list(spans)
-        finite = spans[np.isfinite(spans)]
-        lines.append(
-            f"| {series} | {spans.size} | {stable} | {stable / spans.size:.1%} | "
-            f"{np.median(finite):.2f} | {finite.max():.1f} | {np.median(seconds[series]):.3f} |"
-        )
-    all_seconds = [v for vs in seconds.values() for v in vs]
-    lines.append(
-        f"| all | {total} | {stable_total} | {stable_total / total:.1%} | "
-        f"{np.median(np.array(spans_all)[np.isfinite(spans_all)]):.2f} | | "
-        f"{np.median(all_seconds):.3f} (mean {np.mean(all_seconds):.3f}) |"
+    common = set.intersection(
+        *({p for p, lls in t.items() if all(k in lls for k in seeds)} for t in table.values())
     )
+    groups = sorted({s for s, _ in common}) if args.by_series else []
+    lines = [
+        f"{len(common)} pairs, fit seeds {seeds}; stable: span <= {args.tol:g} nats over the "
+        f"seeds; reach: fits within {args.tol:g} nats of the pair's best-known optimum",
+        "",
+        "| variant | series | pairs | stable | reach | median gap | mean gap | median s/fit |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for v in table:
+        for series in [*groups, "all"]:
+            pairs = sorted(p for p in common if series in ("all", p[0]))
+            spans, gaps = [], []
+            for p in pairs:
+                values = [table[v][p][k] for k in seeds]
+                ok = [x for x in values if x is not None]
+                spans.append(max(ok) - min(ok) if len(ok) == len(values) else np.inf)
+                gaps += [best[p] - x if x is not None else np.inf for x in values]
+            spans, gaps = np.array(spans), np.array(gaps)
+            finite = gaps[np.isfinite(gaps)]
+            lines.append(
+                f"| {v} | {series} | {len(pairs)} | {np.mean(spans <= args.tol):.1%} | "
+                f"{np.mean(gaps <= args.tol):.1%} | {np.median(finite):.2f} | "
+                f"{np.mean(finite):.2f} | {np.median(seconds[v]):.3f} |"
+            )
     text = "\n".join(lines) + "\n"
     if args.out:
         args.out.write_text(text)
@@ -211,16 +233,23 @@ def main() -> None:
     d.add_argument("caches", nargs="+", type=Path)
     d.add_argument("--n", type=int, default=300)
     d.add_argument("--seed", type=int, default=40)
+    d.add_argument("--series", nargs="*", help="draw from these series only")
+    d.add_argument("--exclude", type=Path, help="a pairs file whose pairs are not drawn")
     d.add_argument("--out", type=Path, required=True)
     f = sub.add_parser("fit")
     f.add_argument("pairs", type=Path)
     f.add_argument("--fit-seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     f.add_argument("--restarts", type=int, default=8)
+    f.add_argument(
+        "--variant", action="append", default=[], help="NAME=JSON of FitConfig overrides"
+    )
     f.add_argument("--shard", default="0/1")
     f.add_argument("--out", type=Path, required=True)
     s = sub.add_parser("summarise")
     s.add_argument("fits", nargs="+", type=Path)
     s.add_argument("--tol", type=float, default=0.5)
+    s.add_argument("--best-known", type=Path, nargs="*", default=[])
+    s.add_argument("--by-series", action="store_true")
     s.add_argument("--out", type=Path)
     r = sub.add_parser("reference")
     r.add_argument("--fit-seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
