@@ -163,6 +163,7 @@ class FitConfig:
     hop_iter: int = 10
     hop_offset_grid: bool = False
     polish_points: int = 0
+    presample: int = 0
 
     def schedule(self) -> tuple[tuple[int, int, int], ...]:
         """The screening stages before the polish, each ``(candidates, iterations,
@@ -494,7 +495,14 @@ def _fit_gp(
     errors = []
     stages = config.schedule()
     for attempt in range(config.attempts):
-        starts = initial_thetas(model, y, floor_t, rng, R)
+        starts = initial_thetas(model, y, floor_t, rng, max(R, config.presample))
+        if config.presample > R:
+            # keep the R draws of highest likelihood on the first stage's points
+            pm, py = on_points(stages[0][2])
+            with np.errstate(all="ignore"):
+                lls = [pm.log_likelihood(th, py, grad=False)[0] for th in starts]
+            lls = [v if math.isfinite(v) else -math.inf for v in lls]
+            starts = starts[np.argsort(-np.array(lls), kind="stable")[:R]]
         exact, warm = [], []
         for f in inits if attempt == 0 else ():
             try:
