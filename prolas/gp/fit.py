@@ -51,6 +51,7 @@ from prolas.data import Dataset
 from prolas.errors import NumericsWarning, ProlasError
 from prolas.expr import Expression, factor_kernel, parse
 from prolas.gp.gram import NOISE_FLOOR, GramModel
+from prolas.kernels.spec import DIMENSIONLESS
 from prolas.gp.kernels import KERNEL_MODULES, log_positive
 from prolas.gp.natural import (
     ParameterSpace,
@@ -164,6 +165,7 @@ class FitConfig:
     hop_offset_grid: bool = False
     polish_points: int = 0
     presample: int = 0
+    hop_per_shape: bool = False
 
     def schedule(self) -> tuple[tuple[int, int, int], ...]:
         """The screening stages before the polish, each ``(candidates, iterations,
@@ -356,7 +358,11 @@ def _screen(
 
 
 def _hop_moves(
-    model: GramModel, theta: np.ndarray, y: np.ndarray, offset_grid: bool = False
+    model: GramModel,
+    theta: np.ndarray,
+    y: np.ndarray,
+    offset_grid: bool = False,
+    config_per_ls: bool = False,
 ) -> list[np.ndarray]:
     """Single-parameter jumps of ``theta`` to other basins: each PER period to the two
     strongest periodogram peaks and to a period beyond the span (PER then acts as a smooth
@@ -371,7 +377,7 @@ def _hop_moves(
             if periods is None:
                 periods = candidate_periods(model.t, y, math.exp(p.lower))
             values = [math.log(v) for v in [*periods[:2], 2.0]]
-        elif p.name == "lengthscale" and p.kernel != "PER":
+        elif p.name == "lengthscale" and (p.unit != DIMENSIONLESS or config_per_ls):
             values = [theta[k] + math.log(5.0), theta[k] - math.log(5.0)]
         elif p.name in ("location", "start"):
             if breaks is None:
@@ -395,7 +401,7 @@ def _hop(
     for _ in range(config.hops):
         tried = [
             _minimise(model, th, y, config.hop_iter, config.tolerance)
-            for th in _hop_moves(model, theta, y, config.hop_offset_grid)
+            for th in _hop_moves(model, theta, y, config.hop_offset_grid, config.hop_per_shape)
         ]
         tried = [(th, v) for th, v in tried if math.isfinite(v) and v > ll + 0.01]
         if not tried:
