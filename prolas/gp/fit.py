@@ -166,6 +166,7 @@ class FitConfig:
     polish_points: int = 0
     presample: int = 0
     hop_per_shape: bool = False
+    hop_scan: int = 0
 
     def schedule(self) -> tuple[tuple[int, int, int], ...]:
         """The screening stages before the polish, each ``(candidates, iterations,
@@ -393,16 +394,53 @@ def _hop_moves(
     return moves
 
 
+def _scan_moves(model: GramModel, theta: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+    """Single-parameter moves of ``theta`` over each parameter's plausible range: a PER
+    period to every candidate period (periodogram peaks, a grid, beyond the span), a
+    lengthscale, alpha, variance or the noise three and ten times larger or smaller, a
+    change location or window start to the data's break points and to a grid over the
+    data, a LIN offset to a grid from half a span before the data to half a span after."""
+    moves = []
+    breaks = periods = None
+    scale = [math.log(v) for v in (1 / 10, 1 / 3, 3.0, 10.0)]
+    for k, p in enumerate(model.params):
+        if p.name == "period":
+            if periods is None:
+                periods = candidate_periods(model.t, y, math.exp(p.lower))
+            values = [math.log(v) for v in periods]
+        elif p.name in ("lengthscale", "alpha", "variance", "noise"):
+            values = [theta[k] + d for d in scale]
+        elif p.name in ("location", "start"):
+            if breaks is None:
+                breaks = candidate_breaks(model.t, y)
+            values = [*breaks, *np.linspace(0.05, 0.95, 7)]
+        elif p.name == "offset":
+            values = list(np.linspace(-0.5, 1.5, 9))
+        else:
+            continue
+        for v in values:
+            th = theta.copy()
+            th[k] = min(max(v, p.lower), p.upper)
+            if abs(th[k] - theta[k]) > 0.05:
+                moves.append(th)
+    return moves
+
+
 def _hop(
     model: GramModel, theta: np.ndarray, ll: float, y: np.ndarray, config: FitConfig
 ) -> tuple[np.ndarray, float]:
     """Basin hopping from the best polished fit: every move of :func:`_hop_moves` runs
     ``hop_iter`` iterations; the best that beats the fit is polished; ``hops`` rounds."""
     for _ in range(config.hops):
-        tried = [
-            _minimise(model, th, y, config.hop_iter, config.tolerance)
-            for th in _hop_moves(model, theta, y, config.hop_offset_grid, config.hop_per_shape)
-        ]
+        if config.hop_scan:
+            moves = _scan_moves(model, theta, y)
+            with np.errstate(all="ignore"):
+                lls = [model.log_likelihood(th, y, grad=False)[0] for th in moves]
+            order = np.argsort([-v if math.isfinite(v) else math.inf for v in lls], kind="stable")
+            moves = [moves[i] for i in order[: config.hop_scan] if math.isfinite(lls[i])]
+        else:
+            moves = _hop_moves(model, theta, y, config.hop_offset_grid, config.hop_per_shape)
+        tried = [_minimise(model, th, y, config.hop_iter, config.tolerance) for th in moves]
         tried = [(th, v) for th, v in tried if math.isfinite(v) and v > ll + 0.01]
         if not tried:
             break
