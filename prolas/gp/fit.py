@@ -394,7 +394,9 @@ def _hop_moves(
     return moves
 
 
-def _scan_moves(model: GramModel, theta: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+def _scan_moves(
+    model: GramModel, theta: np.ndarray, y: np.ndarray
+) -> list[tuple[int, np.ndarray]]:
     """Single-parameter moves of ``theta`` over each parameter's plausible range: a PER
     period to every candidate period (periodogram peaks, a grid, beyond the span), a
     lengthscale, alpha, variance or the noise three and ten times larger or smaller, a
@@ -422,7 +424,7 @@ def _scan_moves(model: GramModel, theta: np.ndarray, y: np.ndarray) -> list[np.n
             th = theta.copy()
             th[k] = min(max(v, p.lower), p.upper)
             if abs(th[k] - theta[k]) > 0.05:
-                moves.append(th)
+                moves.append((k, th))
     return moves
 
 
@@ -433,11 +435,15 @@ def _hop(
     ``hop_iter`` iterations; the best that beats the fit is polished; ``hops`` rounds."""
     for _ in range(config.hops):
         if config.hop_scan:
-            moves = _scan_moves(model, theta, y)
+            # the best value of each parameter's scan, then the best parameters
+            best: dict[int, tuple[float, np.ndarray]] = {}
             with np.errstate(all="ignore"):
-                lls = [model.log_likelihood(th, y, grad=False)[0] for th in moves]
-            order = np.argsort([-v if math.isfinite(v) else math.inf for v in lls], kind="stable")
-            moves = [moves[i] for i in order[: config.hop_scan] if math.isfinite(lls[i])]
+                for k, th in _scan_moves(model, theta, y):
+                    v = model.log_likelihood(th, y, grad=False)[0]
+                    if math.isfinite(v) and (k not in best or v > best[k][0]):
+                        best[k] = (v, th)
+            ranked = sorted(best.values(), key=lambda c: -c[0])
+            moves = [th for _, th in ranked[: config.hop_scan]]
         else:
             moves = _hop_moves(model, theta, y, config.hop_offset_grid, config.hop_per_shape)
         tried = [_minimise(model, th, y, config.hop_iter, config.tolerance) for th in moves]
