@@ -423,6 +423,16 @@ def _scan_moves(
         for v in values:
             th = theta.copy()
             th[k] = min(max(v, p.lower), p.upper)
+            if p.name == "offset":
+                # keep the term's mean variance over the data: v_t mean((t - c)^2) fixed
+                def spread(c: float) -> float:
+                    return float(np.mean((model.t - c) ** 2))
+
+                i = model._variance_index[p.term]
+                th[i] = min(
+                    max(th[i] + math.log(spread(theta[k]) / spread(th[k])), model.params[i].lower),
+                    model.params[i].upper,
+                )
             if abs(th[k] - theta[k]) > 0.05:
                 moves.append((k, th))
     return moves
