@@ -51,7 +51,6 @@ from prolas.data import Dataset
 from prolas.errors import NumericsWarning, ProlasError
 from prolas.expr import Expression, factor_kernel, parse
 from prolas.gp.gram import NOISE_FLOOR, GramModel
-from prolas.kernels.spec import DIMENSIONLESS
 from prolas.gp.kernels import KERNEL_MODULES, log_positive
 from prolas.gp.natural import (
     ParameterSpace,
@@ -99,7 +98,8 @@ DTYPE = torch.float64
 #: The fit's algorithm, part of every fit key (:meth:`FitConfig.key`): fit caches and
 #: journals made by another version of the fitter are not mixed with this one's.
 #: 2: box edges at the nested models' limits, starts at contained sub-models' optima.
-FIT_ALGORITHM = 2
+#: 3: period candidates by harmonic score and power, presampled starts, scanned hops.
+FIT_ALGORITHM = 3
 #: The settings the first fitter (algorithm 1) had: its keys hold exactly these.
 FIRST_FITTER_FIELDS = (
     "restarts",
@@ -139,13 +139,20 @@ class FitConfig:
         stages: successive screening instead of the one-shot screen, each stage
             ``(candidates, iterations, points)`` (:meth:`schedule`); ``None``: one stage
             ``(restarts, screen_iter, screen_points)``.
-        hops, hop_iter: rounds of basin hopping from the best polished fit (each PER
-            period to the periodogram's two strongest peaks or beyond the span, each
-            SE/RQ lengthscale ×5 or ÷5, each change location to the two likeliest break
-            points, each LIN offset to the other end of the data), ``hop_iter``
-            iterations per move; the best move that beats the fit is polished. Adopted
-            by measurement: ``benchmarks/results/fit_reliability/``.
-        hop_offset_grid: LIN offsets hop to 0, 1/3, 2/3 and 1 of the data's span.
+        presample: random initialisations drawn before the screen; the ``restarts`` of
+            highest log-likelihood on the screening points are screened (0 or at most
+            ``restarts``: every draw is screened). A draw costs one evaluation without
+            gradient; most draws start far from every good basin, and many more of them
+            can be looked at than screened.
+        hops, hop_moves, hop_iter: rounds of basin hopping from the best polished fit.
+            A round scans every parameter over its plausible range with the others fixed
+            (:func:`_hop_moves`: a period over the candidate periods, a lengthscale,
+            alpha, variance or the noise ×/÷ 3 and 10, a change location over the break
+            points and a grid, a LIN offset over a grid from half a span before the data
+            to half a span after), keeps each parameter's best value, runs ``hop_iter``
+            iterations from the ``hop_moves`` best of those, and polishes the best
+            result if it beats the fit. Adopted by measurement:
+            ``benchmarks/results/cold_fit/``.
         polish_points: converge on this many evenly spaced points before the polish on
             all the data (0: off).
     """
@@ -160,13 +167,11 @@ class FitConfig:
     screen_points: int = 200
     lengthscale_floor: float = LENGTHSCALE_FLOOR
     stages: tuple[tuple[int, int, int], ...] | None = None
-    hops: int = 1
+    presample: int = 32
+    hops: int = 2
+    hop_moves: int = 4
     hop_iter: int = 10
-    hop_offset_grid: bool = False
     polish_points: int = 0
-    presample: int = 0
-    hop_per_shape: bool = False
-    hop_scan: int = 0
 
     def schedule(self) -> tuple[tuple[int, int, int], ...]:
         """The screening stages before the polish, each ``(candidates, iterations,
@@ -358,53 +363,24 @@ def _screen(
     return [th for th, _ in cands]
 
 
-def _hop_moves(
-    model: GramModel,
-    theta: np.ndarray,
-    y: np.ndarray,
-    offset_grid: bool = False,
-    config_per_ls: bool = False,
-) -> list[np.ndarray]:
-    """Single-parameter jumps of ``theta`` to other basins: each PER period to the two
-    strongest periodogram peaks and to a period beyond the span (PER then acts as a smooth
-    kernel); each SE/RQ lengthscale five times longer or shorter; each change location
-    (or window start) to the data's two most likely break points; each LIN offset to the
-    other end of the data."""
-    moves = []
-    breaks = periods = None
-    for k, p in enumerate(model.params):
-        values: list[float] = []
-        if p.name == "period":
-            if periods is None:
-                periods = candidate_periods(model.t, y, math.exp(p.lower))
-            values = [math.log(v) for v in [*periods[:2], 2.0]]
-        elif p.name == "lengthscale" and (p.unit != DIMENSIONLESS or config_per_ls):
-            values = [theta[k] + math.log(5.0), theta[k] - math.log(5.0)]
-        elif p.name in ("location", "start"):
-            if breaks is None:
-                breaks = candidate_breaks(model.t, y)
-            values = list(breaks[:2])
-        elif p.name == "offset":
-            values = [0.0, 1 / 3, 2 / 3, 1.0] if offset_grid else [1.0 if theta[k] < 0.5 else 0.0]
-        for v in values:
-            th = theta.copy()
-            th[k] = min(max(v, p.lower), p.upper)
-            if abs(th[k] - theta[k]) > 0.05:
-                moves.append(th)
-    return moves
+def _hop_moves(model: GramModel, theta: np.ndarray, y: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``(k, theta')`` pairs: ``theta`` with parameter ``k`` moved over its plausible range.
 
-
-def _scan_moves(
-    model: GramModel, theta: np.ndarray, y: np.ndarray
-) -> list[tuple[int, np.ndarray]]:
-    """Single-parameter moves of ``theta`` over each parameter's plausible range: a PER
-    period to every candidate period (periodogram peaks, a grid, beyond the span), a
-    lengthscale, alpha, variance or the noise three and ten times larger or smaller, a
-    change location or window start to the data's break points and to a grid over the
-    data, a LIN offset to a grid from half a span before the data to half a span after."""
+    A PER period to every candidate period (:func:`candidate_periods`: periodogram peaks, a
+    grid, beyond the span); a lengthscale, alpha, variance or the noise three and ten times
+    larger or smaller; a change location or window start to the data's break points and to
+    a grid over the data; a LIN offset to a grid from half a span before the data to half
+    a span after, its term's variance rescaled so that ``v_t mean_n (t_n - c)^2`` stays as
+    it was (otherwise every move of ``c`` would also change the term's size, and look bad).
+    """
     moves = []
     breaks = periods = None
     scale = [math.log(v) for v in (1 / 10, 1 / 3, 3.0, 10.0)]
+    variance_of = {p.term: k for k, p in enumerate(model.params) if p.name == "variance"}
+
+    def spread(c: float) -> float:
+        return float(np.mean((model.t - c) ** 2))
+
     for k, p in enumerate(model.params):
         if p.name == "period":
             if periods is None:
@@ -423,39 +399,33 @@ def _scan_moves(
         for v in values:
             th = theta.copy()
             th[k] = min(max(v, p.lower), p.upper)
+            if abs(th[k] - theta[k]) <= 0.05:
+                continue
             if p.name == "offset":
-                # keep the term's mean variance over the data: v_t mean((t - c)^2) fixed
-                def spread(c: float) -> float:
-                    return float(np.mean((model.t - c) ** 2))
-
-                i = model._variance_index[p.term]
-                th[i] = min(
-                    max(th[i] + math.log(spread(theta[k]) / spread(th[k])), model.params[i].lower),
-                    model.params[i].upper,
-                )
-            if abs(th[k] - theta[k]) > 0.05:
-                moves.append((k, th))
+                i = variance_of[p.term]
+                th[i] += math.log(spread(theta[k]) / spread(th[k]))
+                th[i] = min(max(th[i], model.params[i].lower), model.params[i].upper)
+            moves.append((k, th))
     return moves
 
 
 def _hop(
     model: GramModel, theta: np.ndarray, ll: float, y: np.ndarray, config: FitConfig
 ) -> tuple[np.ndarray, float]:
-    """Basin hopping from the best polished fit: every move of :func:`_hop_moves` runs
-    ``hop_iter`` iterations; the best that beats the fit is polished; ``hops`` rounds."""
+    """Basin hopping from a polished fit (:class:`FitConfig`): per round, the ``hop_moves``
+    best single-parameter moves of :func:`_hop_moves` run ``hop_iter`` iterations each;
+    the best that beats the fit by 0.01 nats is polished and replaces it."""
     for _ in range(config.hops):
-        if config.hop_scan:
-            # the best value of each parameter's scan, then the best parameters
-            best: dict[int, tuple[float, np.ndarray]] = {}
-            with np.errstate(all="ignore"):
-                for k, th in _scan_moves(model, theta, y):
-                    v = model.log_likelihood(th, y, grad=False)[0]
-                    if math.isfinite(v) and (k not in best or v > best[k][0]):
-                        best[k] = (v, th)
-            ranked = sorted(best.values(), key=lambda c: -c[0])
-            moves = [th for _, th in ranked[: config.hop_scan]]
-        else:
-            moves = _hop_moves(model, theta, y, config.hop_offset_grid, config.hop_per_shape)
+        # each parameter's best value along its scan (the others fixed), then the
+        # ``hop_moves`` best parameters
+        best: dict[int, tuple[float, np.ndarray]] = {}
+        with np.errstate(all="ignore"):
+            for k, th in _hop_moves(model, theta, y):
+                v = model.log_likelihood(th, y, grad=False)[0]
+                if math.isfinite(v) and (k not in best or v > best[k][0]):
+                    best[k] = (v, th)
+        ranked = sorted(best.values(), key=lambda c: -c[0])
+        moves = [th for _, th in ranked[: config.hop_moves]]
         tried = [_minimise(model, th, y, config.hop_iter, config.tolerance) for th in moves]
         tried = [(th, v) for th, v in tried if math.isfinite(v) and v > ll + 0.01]
         if not tried:
