@@ -518,14 +518,14 @@ def _fit_gp(
             subsets[idx.size] = (GramModel(expr, t[idx], floor_t, ls_floor_t), y[idx])
         return subsets[idx.size]
 
-    # seed from (config.seed, expression) so that a fit does not depend on the order
-    # in which a search happens to evaluate expressions
-    key = int.from_bytes(str(expr).encode(), "little") % (2**32)
-    rng = np.random.default_rng([config.seed, key])
     errors = []
     stages = config.schedule()
     for attempt in range(config.attempts):
-        starts = initial_thetas(model, y, floor_t, rng, max(R, config.presample))
+        # each parameter's draws are seeded by (fit seed, attempt, its name): a fit does
+        # not depend on the order a search evaluates expressions in, and nested models
+        # start their shared parameters alike (prolas.gp.starts.parameter_streams)
+        draws = max(R, config.presample)
+        starts = initial_thetas(model, y, floor_t, (config.seed, attempt), draws)
         if config.presample > R:
             # keep the R draws of highest likelihood on the first stage's points
             pm, py = on_points(stages[0][2])

@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import math
+import zlib
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -32,6 +34,8 @@ __all__ = [
     "embed_theta",
     "inherit_theta",
     "initial_thetas",
+    "parameter_keys",
+    "parameter_streams",
 ]
 
 
@@ -167,21 +171,73 @@ def _refined(
     return out
 
 
+def parameter_keys(model: GramModel) -> list[str]:
+    """A name for each entry of ``theta`` that the same parameter has in every expression
+    holding it: ``"LIN*SE#0/SE#0/lengthscale"`` is the lengthscale of the first SE factor of
+    the first ``LIN*SE`` term, wherever that term stands; ``"CP#0/location"`` the first
+    change-point's location; ``"noise"`` the noise.
+
+    Random starts draw each parameter from a stream seeded by its name
+    (:func:`initial_thetas`), so that ``C + X`` and ``X`` start their shared parameters at
+    the same values: common random numbers, which make the fits of nested models (and the
+    comparison of their BICs) differ by what the models differ in, not by their draws.
+    """
+    keys = []
+    term_seen: dict[str, int] = {}
+    term_key: list[str] = []
+    for names in model.terms:
+        signature = "*".join(sorted(factor_kernel(n) for n in names))
+        term_key.append(f"{signature}#{term_seen.get(signature, 0)}")
+        term_seen[signature] = term_seen.get(signature, 0) + 1
+    group_rank: dict[int, str] = {}
+    for p in model.params:
+        if p.group >= 0 and p.group not in group_rank:
+            rank = sum(1 for g, op in group_rank.items() if op.startswith(p.kernel + "#"))
+            group_rank[p.group] = f"{p.kernel}#{rank}"
+    for p in model.params:
+        if p.group >= 0:
+            keys.append(f"{group_rank[p.group]}/{p.name}")
+        elif p.name == "noise":
+            keys.append("noise")
+        elif p.name == "variance":
+            keys.append(f"{term_key[p.term]}/variance")
+        else:
+            kinds = [factor_kernel(n) for n in model.terms[p.term]]
+            kind = kinds[p.factor]
+            occurrence = kinds[: p.factor].count(kind)
+            keys.append(f"{term_key[p.term]}/{kind}#{occurrence}/{p.name}")
+    return keys
+
+
+def parameter_streams(model: GramModel, seed: Sequence[int]) -> list[np.random.Generator]:
+    """One random generator per entry of ``theta``, seeded by ``seed`` and the entry's
+    :func:`parameter_keys` name (CRC-32: the same in every process and Python)."""
+    return [
+        np.random.default_rng([*map(int, seed), zlib.crc32(key.encode())])
+        for key in parameter_keys(model)
+    ]
+
+
 def initial_thetas(
-    model: GramModel, y: np.ndarray, floor: float, rng: np.random.Generator, R: int
+    model: GramModel, y: np.ndarray, floor: float, seed: Sequence[int], R: int
 ) -> np.ndarray:
     """``R x P`` random, data-informed initialisations in the scaled units of ``model.t``.
 
     Lengthscales log-uniform over [min(0.02, 2Δ), 1] spans; periods cycle through the
     periodogram peaks (with 3 % jitter) so restarts cover different periodicities;
     LIN offsets inside the data range; term variances ~ 1/#terms; noise in [1e-3, 0.2].
-    Uniform draws are stratified, so that R restarts cover each range evenly.
+    Uniform draws are stratified, so that R restarts cover each range evenly. Each
+    parameter draws from its own stream (:func:`parameter_streams`), so a parameter that
+    two expressions share starts at the same R values in both.
     """
     has_period = any(p.name == "period" for p in model.params)
     periods = candidate_periods(model.t, y, floor) if has_period else np.empty(0)
     breaks = candidate_breaks(model.t, y) if any(p.group >= 0 for p in model.params) else None
     n_terms = len(model.terms)
     theta = np.empty((R, model.size))
+
+    streams = parameter_streams(model, seed)
+    rng = streams[0]
 
     def uniform(lo: float, hi: float) -> np.ndarray:
         # stratified (Latin hypercube) draws: each 1/R of the range holds one restart
@@ -196,6 +252,7 @@ def initial_thetas(
     per_index: dict[tuple[int, int], int] = {}
     starts: dict[int, np.ndarray] = {}
     for k, p in enumerate(model.params):
+        rng = streams[k]
         if p.name == "location":
             theta[:, k] = change_locations(breaks, p.group, rng, uniform(0.05, 0.95))
         elif p.name == "start":
