@@ -79,8 +79,7 @@ def test_natural_units_round_trip() -> None:
     x = np.linspace(1949.0, 1961.0, 60)
     t = (x - x[0]) / 12.0
     model = GramModel(parse("LIN*PER*SE + LIN*SE + RQ"), t, period_floor=0.02)
-    rng = np.random.default_rng(1)
-    theta = initial_thetas(model, np.sin(t * 20), 0.02, rng, 1)[0]
+    theta = initial_thetas(model, np.sin(t * 20), 0.02, (1,), 1)[0]
     terms, noise = theta_to_natural(model, theta, float(x[0]), 12.0)
     fit = FitResult(
         str(model.expr), "ok", 60, model.expr.n_params, terms=terms, noise_variance=noise

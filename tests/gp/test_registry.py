@@ -38,7 +38,13 @@ from prolas.gp import (
 from prolas.gp.gram import GramModel
 from prolas.gp.kernels import KERNEL_MODULES
 from prolas.gp.scalable import _problem, refit_sgpr
-from prolas.gp.starts import candidate_breaks, candidate_periods, change_locations, initial_thetas
+from prolas.gp.starts import (
+    candidate_breaks,
+    candidate_periods,
+    change_locations,
+    initial_thetas,
+    parameter_streams,
+)
 from prolas.kernels import (
     BASE_KERNELS,
     CHANGE_FACTORS,
@@ -509,10 +515,12 @@ def test_start_rules_reproduce_the_random_restarts(expr) -> None:
     y = np.sin(2 * np.pi * 5 * x) + np.where(x > 0.6, x, 0.0)
     model = GramModel(parse(expr), x, 2.0 / 59, 0.0)
     floor, R = 2.0 / 59, 7
-    expected = initial_thetas(model, y, floor, np.random.default_rng(11), R)
-    draws = _Draws(model, y, floor, np.random.default_rng(11), R)
+    expected = initial_thetas(model, y, floor, (11,), R)
+    streams = parameter_streams(model, (11,))
+    draws = _Draws(model, y, floor, streams[0], R)
     theta = np.empty((R, model.size))
     for k, p in enumerate(model.params):
+        draws.rng = streams[k]  # each parameter draws from its own stream
         if p.name == "variance":
             theta[:, k] = draws.log_uniform(0.3, 1.5) - math.log(len(model.terms))
         elif p.name == "noise":

@@ -14,7 +14,7 @@ from prolas.bench.cells import load_series, thin
 from prolas.expr import parse
 from prolas.gp.fit import _hop_moves
 from prolas.gp.gram import GramModel
-from prolas.gp.starts import candidate_periods, initial_thetas, lomb_scargle
+from prolas.gp.starts import candidate_periods, initial_thetas, lomb_scargle, parameter_keys
 
 
 def test_lomb_scargle_equals_scipys() -> None:
@@ -73,7 +73,7 @@ def test_hop_moves_keep_a_lin_terms_size_and_stay_in_the_box() -> None:
     y = 2 * t + np.sin(2 * np.pi * t * 6) + rng.normal(0, 0.1, t.size)
     y = (y - y.mean()) / y.std()
     model = GramModel(parse("LIN*SE + CP(PER, RQ)"), t, 2 / 59, 1 / 59)
-    theta = initial_thetas(model, y, 2 / 59, np.random.default_rng(1), 1)[0]
+    theta = initial_thetas(model, y, 2 / 59, (1,), 1)[0]
     lo, hi = np.array(model.bounds).T
     moves = _hop_moves(model, theta, y)
     kinds = {model.params[k].name for k, _ in moves}
@@ -91,3 +91,37 @@ def test_hop_moves_keep_a_lin_terms_size_and_stay_in_the_box() -> None:
         after = math.exp(th[v]) * np.mean((t - th[k]) ** 2)
         if lo[v] < th[v] < hi[v]:
             assert after == pytest.approx(before, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("larger", "smaller"),
+    [("C + PER*PER", "PER*PER"), ("LIN*SE + PER", "PER"), ("CP(LIN, SE) + C", "CP(LIN, SE)")],
+)
+def test_nested_models_start_their_shared_parameters_alike(larger: str, smaller: str) -> None:
+    """Common random numbers: a parameter both expressions have (same name, parameter_keys)
+    starts at the same values in both; a term's variance up to the 1/#terms scaling."""
+    t = np.linspace(0.0, 1.0, 50)
+    y = np.sin(2 * np.pi * 7 * t) + t
+    big = GramModel(parse(larger), t, 0.04)
+    small = GramModel(parse(smaller), t, 0.04)
+    a = initial_thetas(big, y, 0.04, (3, 0), 16)
+    b = initial_thetas(small, y, 0.04, (3, 0), 16)
+    keys_a, keys_b = parameter_keys(big), parameter_keys(small)
+    assert len(set(keys_a)) == len(keys_a) and set(keys_b) <= set(keys_a)
+    shift = math.log(len(big.terms) / len(small.terms))
+    for j, key in enumerate(keys_b):
+        col = a[:, keys_a.index(key)]
+        if key.endswith("/variance"):
+            np.testing.assert_allclose(col, b[:, j] - shift, rtol=0, atol=1e-12)
+        else:
+            np.testing.assert_array_equal(col, b[:, j])
+    # another fit seed draws other values
+    assert not np.array_equal(initial_thetas(small, y, 0.04, (4, 0), 16), b)
+
+
+def test_parameter_keys_are_unique_and_name_what_they_are() -> None:
+    model = GramModel(parse("CP(PER*PER, SE) + CW(LIN, C) + LIN*SE"), np.linspace(0, 1, 9), 0.2)
+    keys = parameter_keys(model)
+    assert len(set(keys)) == len(keys) == model.size
+    assert "CP#0/location" in keys and "CW#0/start" in keys and keys[-1] == "noise"
+    assert {"CP_BEFORE*PER*PER#0/PER#0/period", "CP_BEFORE*PER*PER#0/PER#1/period"} <= set(keys)
