@@ -76,6 +76,10 @@ def lomb_scargle(t: np.ndarray, y: np.ndarray, freqs: np.ndarray) -> np.ndarray:
 _PERIODS_CACHE: dict[tuple, np.ndarray] = {}
 
 
+#: a peak counts towards a harmonic score above ten times its running-median background
+_SIGNIFICANT_LOG_POWER = math.log(10.0)
+
+
 def candidate_periods(t: np.ndarray, y: np.ndarray, floor: float, k: int = 6) -> np.ndarray:
     """:func:`periodogram_candidates`, remembered for the last 16 data sets (a copy)."""
     t = np.ascontiguousarray(t, dtype=np.float64)
@@ -92,14 +96,16 @@ def periodogram_candidates(t: np.ndarray, y: np.ndarray, floor: float, k: int = 
     """Periods (in the units of ``t``) worth starting a PER factor at, best first, plus a grid.
 
     A Lomb-Scargle periodogram of the linearly detrended series on 2 000 geometrically
-    spaced frequencies from ``1/span`` to the Nyquist limit ``1/floor`` (irregular inputs
-    are fine) ranks peaks two ways, taken in turn:
+    spaced frequencies from ``1/span`` to ``min(1/floor, 1/(2 median spacing))`` (the
+    Nyquist frequency; irregular inputs are fine) ranks peaks two ways, taken in turn:
 
     * **harmonic score**: a seasonal pattern that is not a sinusoid puts its power at f,
-      2f, 3f, ...; ``score(f) = sum_{h=1..4} prom(h f)``, where ``prom`` is the log power
-      above its running median over 0.3 decades (the red background of trends and slow
-      cycles), so the fundamental of a sharp seasonal line ranks first even when slow
-      cycles carry more power;
+      2f, 3f, ...; ``score(f) = sum_{h=1..4} max(prom(h f) - log 10, 0)``, where ``prom``
+      is the log power above its running median over 0.3 decades (the red background of
+      trends and slow cycles), so the fundamental of a sharp seasonal line ranks first
+      even when slow cycles carry more power, and noise (rarely ten times its
+      background) adds nothing; ``f`` itself must be such a line (a subharmonic, whose
+      "harmonics" are another fundamental's, scores 0);
     * **power**: the strongest peaks as they are (slow cycles, a single sinusoid).
 
     Peaks closer than one resolution width ``1/span`` in frequency to a better one are side
@@ -110,7 +116,10 @@ def periodogram_candidates(t: np.ndarray, y: np.ndarray, floor: float, k: int = 
 
     span = float(t.max() - t.min())
     resid = y - np.polyval(np.polyfit(t, y, 1), t)
-    f_lo, f_hi = 1.0 / span, 1.0 / max(floor, 1e-12)
+    # up to the Nyquist frequency of the median spacing: above it, evenly spaced inputs
+    # show only aliases of what lies below (and, summed as harmonics, outrank it)
+    spacing = float(np.median(np.diff(np.sort(t))))
+    f_lo, f_hi = 1.0 / span, min(1.0 / max(floor, 1e-12), 0.5 / max(spacing, 1e-12))
     freqs = np.geomspace(f_lo, f_hi, 2000)
     power = lomb_scargle(t, resid - resid.mean(), freqs)
     log_power = np.log(np.maximum(power, 1e-300))
@@ -120,12 +129,15 @@ def periodogram_candidates(t: np.ndarray, y: np.ndarray, floor: float, k: int = 
     prominence = maximum_filter1d(
         np.maximum(log_power - background, 0.0), size=max(int(0.01 * per_decade) | 1, 3)
     )
+    # only what stands clearly above the background counts: the log of a noise
+    # periodogram's ordinate scatters by ~1, and four harmonics of noise summed would
+    # otherwise outrank one clean sinusoid
+    excess = np.maximum(prominence - _SIGNIFICANT_LOG_POWER, 0.0)
     harmonic = np.zeros_like(prominence)
     for h in range(1, 5):
         inside = h * freqs <= f_hi
-        harmonic[inside] += np.interp(
-            np.log(h * freqs[inside]), np.log(freqs), prominence, right=0.0
-        )
+        harmonic[inside] += np.interp(np.log(h * freqs[inside]), np.log(freqs), excess, right=0.0)
+    harmonic[excess <= 0.0] = 0.0  # a fundamental is itself a line (no subharmonics)
 
     def ranked(score: np.ndarray) -> list[int]:
         return [

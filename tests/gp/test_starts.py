@@ -55,6 +55,19 @@ def test_a_planted_non_sinusoidal_period_is_found_to_a_fraction_of_the_resolutio
     assert any(abs(p / 7.3 - 1) < 0.05 for p in periods[:6])  # the slow cycle is a candidate
 
 
+def test_a_sinusoid_in_part_of_the_data_ranks_first_not_its_aliases_or_subharmonics() -> None:
+    """A sine of period 1 over the last third of 150 evenly spaced points: its window's
+    side lobes and its alias above the Nyquist frequency once summed, as "harmonics", to
+    a subharmonic (period 4) or an alias (0.11) ranked above it."""
+    rng = np.random.default_rng(0)
+    x = np.linspace(1960.0, 1975.0, 150)
+    y = np.where(x > 1970.0, np.sin(2 * np.pi * x), 0.0) + 0.05 * rng.normal(size=150)
+    spacing = x[1] - x[0]
+    periods = candidate_periods(x, (y - y.mean()) / y.std(), spacing)
+    assert periods[0] == pytest.approx(1.0, rel=0.01)
+    assert periods.min() >= 2 * spacing * 0.999  # nothing above the Nyquist frequency
+
+
 def test_candidate_periods_are_remembered_as_copies() -> None:
     t = np.linspace(0.0, 1.0, 100)
     y = np.sin(2 * np.pi * t * 9) + np.random.default_rng(2).normal(0.0, 0.3, t.size)
