@@ -6,6 +6,7 @@ JSON line to --out (prolas.bench.long_series.run_option). Run the cells one afte
 
     python benchmarks/scripts/long_series_study.py --series hourly-daily-yearly --n 20000 \
         --option windows --out benchmarks/results/long_series/runs.jsonl
+    python benchmarks/scripts/long_series_study.py --table benchmarks/results/long_series/runs.jsonl
 """
 
 from __future__ import annotations
@@ -18,18 +19,51 @@ from pathlib import Path
 from prolas.bench.long_series import OPTIONS, SERIES, run_option
 
 
+def _yes(flags: list[bool], planted: list[float]) -> str:
+    return ", ".join(f"{p:g} {'yes' if ok else 'no'}" for p, ok in zip(planted, flags))
+
+
+def table(path: Path) -> str:
+    """The runs of ``path`` as a markdown table, in the order they ran."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [
+        "| series | N | view | points searched | fits | search's best | planted periods "
+        "found by the search | after the refit | left out | search CPU s | s per fit "
+        "| refit CPU s | peak RSS MB | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        per_fit = r["search_cpu_seconds"] / max(r["evaluations"], 1)
+        left = ", ".join(f"{v:.6g}" for v in r["left_out"]) or "none"
+        lines.append(
+            f"| {r['series']} | {r['n']} | {r['option']} | {r['searched_points']} | "
+            f"{r['evaluations']} | `{r['search_best']}` | "
+            f"{_yes(r['search_recovered'], r['planted'])} | "
+            f"{_yes(r['refit_recovered'], r['planted'])} | {left} | "
+            f"{r['search_cpu_seconds']:.0f} | {per_fit:.1f} | {r['refit_cpu_seconds']:.0f} | "
+            f"{r['peak_rss_mb']:.0f} | {r.get('commit', '')} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--series", choices=sorted(SERIES), required=True)
-    p.add_argument("--n", type=int, required=True)
-    p.add_argument("--option", choices=OPTIONS, required=True)
+    p.add_argument("--table", help="print the runs of this file as a markdown table and stop")
+    p.add_argument("--series", choices=sorted(SERIES))
+    p.add_argument("--n", type=int)
+    p.add_argument("--option", choices=OPTIONS)
     p.add_argument("--method", default="prolas")
     p.add_argument("--budget", type=int, default=50)
     p.add_argument("--restarts", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-seed", type=int, default=0)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out")
     args = p.parse_args()
+    if args.table:
+        print(table(Path(args.table)))
+        return
+    if not (args.series and args.n and args.option and args.out):
+        p.error("--series, --n, --option and --out are required (or --table FILE)")
     row = run_option(
         args.series,
         args.n,

@@ -14,8 +14,8 @@ Series (:data:`SERIES`; each ``name -> (generator, planted periods in x's units)
 * ``daily-centuries``: the series of the issue that asked for the view, x in decimal
   years from 1750: a slow trend, a yearly cycle of amplitude 3, a smooth component of
   lengthscale 400 days (a GP sample, sd 1) and noise (sd 0.5); N = 100 000 is 274 years.
-* ``daily-weekly-yearly``: :func:`prolas.bench.performance.daily_series` (yearly 2, weekly
-  0.5), the series ``prolas bench --performance`` times.
+* ``daily-weekly-yearly``: :func:`daily_series` (yearly 2, weekly 0.5), the series
+  ``prolas bench --performance`` times.
 
 Views (:data:`OPTIONS`), each a :class:`~prolas.data.Dataset` the search fits:
 
@@ -51,6 +51,7 @@ __all__ = [
     "OPTIONS",
     "SERIES",
     "century_daily_series",
+    "daily_series",
     "fitted_periods",
     "hourly_series",
     "hourly_week_series",
@@ -104,10 +105,19 @@ def century_daily_series(n: int = 100_000, seed: int = 0) -> Dataset:
     return Dataset.from_arrays(1750.0 + t, y + 0.5 * rng.standard_normal(n), name=f"daily-{n}")
 
 
-def _daily_weekly_yearly(n: int, seed: int = 0) -> Dataset:
-    from prolas.bench.performance import daily_series
-
-    return daily_series(n, seed)
+def daily_series(n: int, seed: int = 0) -> Dataset:
+    """``n`` daily observations from 2000-01-01 (x in decimal years): a linear trend, a
+    yearly cycle, a weekly cycle and noise. The span grows with n, like a user's data."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / 365.25
+    y = (
+        5.0
+        + 0.8 * t
+        + 2.0 * np.sin(2 * np.pi * t)
+        + 0.5 * np.sin(2 * np.pi * t * 365.25 / 7.0)
+        + 0.4 * rng.standard_normal(n)
+    )
+    return Dataset.from_arrays(2000.0 + t, y, name=f"daily-{n}")
 
 
 #: name -> (generator(n, seed), planted periods in x's units)
@@ -115,7 +125,7 @@ SERIES: dict[str, tuple[Callable[[int, int], Dataset], tuple[float, ...]]] = {
     "hourly-daily-yearly": (hourly_series, (1.0, 365.25)),
     "hourly-daily-weekly": (hourly_week_series, (1.0, 7.0)),
     "daily-centuries": (century_daily_series, (1.0,)),
-    "daily-weekly-yearly": (_daily_weekly_yearly, (1.0, 7.0 / 365.25)),
+    "daily-weekly-yearly": (daily_series, (1.0, 7.0 / 365.25)),
 }
 
 

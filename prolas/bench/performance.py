@@ -26,6 +26,7 @@ import pandas as pd
 
 from prolas.bench.cells import cpu_model, json_safe
 from prolas.bench.grid import TimedScorer
+from prolas.bench.long_series import daily_series, fitted_periods, recovered
 from prolas.bench.stats import fmt
 from prolas.data import Dataset, load_csv
 from prolas.errors import ProlasError
@@ -62,21 +63,6 @@ def synthetic_series(n: int, seed: int = 0) -> Dataset:
         + 0.2 * rng.standard_normal(n)
     )
     return Dataset.from_arrays(x, y, name=f"synthetic-{n}")
-
-
-def daily_series(n: int, seed: int = 0) -> Dataset:
-    """``n`` daily observations from 2000-01-01 (x in decimal years): a linear trend, a
-    yearly cycle, a weekly cycle and noise. The span grows with n, like a user's data."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(n) / 365.25
-    y = (
-        5.0
-        + 0.8 * t
-        + 2.0 * np.sin(2 * np.pi * t)
-        + 0.5 * np.sin(2 * np.pi * t * 365.25 / 7.0)
-        + 0.4 * rng.standard_normal(n)
-    )
-    return Dataset.from_arrays(2000.0 + t, y, name=f"daily-{n}")
 
 
 def _peak_rss_mb() -> float:
@@ -125,7 +111,6 @@ def _measure_pipeline(n: int, budget: int) -> dict:
     all n points) on a daily-like synthetic series of n points, in a fresh process: time
     (wall and CPU), memory, what the search saw and whether it recovered the planted
     yearly and weekly periods (within 1 %; :func:`prolas.bench.long_series.recovered`)."""
-    from prolas.bench.long_series import fitted_periods, recovered
     from prolas.report.periods import periods_block
     from prolas.search.config import search_view
 
