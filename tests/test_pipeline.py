@@ -170,7 +170,7 @@ def test_the_report_names_a_planted_period_the_search_was_kept_from_seeing(
 
     ds = hourly_series(20_000)
     path = tmp_path / "hourly.csv"
-    path.write_text("x,y\n" + "".join(f"{a!r},{b!r}\n" for a, b in zip(ds.x, ds.y)))
+    path.write_text("x,y\n" + "".join(f"{float(a)!r},{float(b)!r}\n" for a, b in zip(ds.x, ds.y)))
     out = tmp_path / "out"
     argv = ["fit", str(path), "--search", "cks", "--budget", "4", "--depth", "2"]
     argv += ["--restarts", "1", "--no-change", "--search-points", "300"]
