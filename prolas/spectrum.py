@@ -5,7 +5,8 @@ Before that, this module looks at *all* of them, so that the search can be shown
 periods a subsample would hide, the refit can sharpen the periods the search found, and
 the report can name the periods the chosen model leaves out (docs/long-series.md).
 
-**Periodogram.** Let ``r`` be y with its least-squares line removed. When the inputs are
+**Periodogram.** Let ``r`` be y with its least-squares line removed
+(:data:`TREND_DEGREE`). When the inputs are
 evenly spaced (every spacing within 1 % of the median spacing Δ) ``r`` is used as it is;
 otherwise it is interpolated linearly onto ``m`` evenly spaced inputs at spacing Δ (at
 most :data:`MAX_GRID`; repeated inputs are averaged first). With the Hann taper
@@ -19,10 +20,15 @@ keeps a strong cycle from leaking power into distant frequencies (its sidelobes 
 
 **Background and significance.** Noise and smooth (non-periodic) structure give a
 spectrum that varies slowly with frequency; a period is a narrow peak above it. The
-background ``S(f)`` is the median of ``P`` in bands of frequencies a factor
-:data:`BAND_RATIO` wide (at least :data:`MIN_BAND_BINS` bins each), divided by
-``ln 2`` (the median of an exponential variable of mean S), interpolated log-linearly
-between the bands. Where the series is locally Gaussian noise of spectrum S, the ratio
+background ``S(f)`` is the larger of two estimates: the median of ``P`` in bands of
+frequencies a factor :data:`BAND_RATIO` wide (at least :data:`MIN_BAND_BINS` bins each),
+divided by ``ln 2`` (the median of an exponential variable of mean S), interpolated
+log-linearly between the bands; and a local one from the :data:`LOCAL_BINS` bins either
+side of the peak's own (:data:`PEAK_BINS`): a parabola through them, or at the ends of
+the spectrum a straight line, at the peak (:func:`_local_background`). The local estimate
+follows the steep, curved low-frequency spectrum of a smooth random component, which a
+band 16 bins wide (or a median) lies far under. Where the series is locally Gaussian noise
+of spectrum S, the ratio
 ``z_k = P_k / S(f_k)`` is exponential with mean 1, so among ``M`` tested frequencies the
 largest exceeds
 
@@ -72,6 +78,7 @@ __all__ = [
     "MIN_SCAN_POINTS",
     "MIN_SHARE",
     "PEAK_BINS",
+    "TREND_DEGREE",
     "Peak",
     "Spectrum",
     "explains",
@@ -87,14 +94,19 @@ FALSE_ALARM = 0.01
 #: A significant period's peak carries at least this share of the detrended variance
 #: (statistically significant but smaller cycles are not worth a user's attention).
 MIN_SHARE = 0.01
-#: A period shows at least this many cycles in the data (period ≤ span / MIN_CYCLES).
-MIN_CYCLES = 3.0
+#: A period shows at least this many cycles in the data (period ≤ span / MIN_CYCLES):
+#: a smooth random component's spectrum falls off steeply within the lowest few
+#: frequencies and reads as a "period" of 4 to 6 cycles (3 in 40 smooth series at 3, none
+#: at 6: benchmarks/results/long_series/README.md), as does a step.
+MIN_CYCLES = 6.0
 #: The background is a median over frequency bands this factor wide ...
 BAND_RATIO = 1.25
 #: ... holding at least this many frequency bins.
 MIN_BAND_BINS = 16
 #: Bins either side of a peak that belong to it (the Hann taper's main lobe is ±2).
 PEAK_BINS = 3
+#: Bins either side beyond those that the local background is fitted on.
+LOCAL_BINS = 12
 #: Harmonics up to this multiple of a significant frequency are attributed to it ...
 MAX_HARMONIC = 8
 #: ... beyond this order only when a lower harmonic of it is significant too: a daily
@@ -103,6 +115,9 @@ MAX_HARMONIC = 8
 FIRST_HARMONICS = 3
 #: Most evenly spaced points an uneven series is interpolated onto.
 MAX_GRID = 1 << 22
+#: The trend removed before the periodogram: a polynomial of this degree (a straight
+#: line; a cubic, tried, raised the false alarms on smooth random components).
+TREND_DEGREE = 1
 #: Fewer points than this are not scanned (no period can be significant).
 MIN_SCAN_POINTS = 16
 #: The most significant periods kept (strongest first).
@@ -116,7 +131,8 @@ class Peak:
     Attributes:
         period: in x's units, sharpened on all points (``1 / frequency``).
         power_ratio: the periodogram over its background at the peak (``z``).
-        share: the share of the detrended series' variance in the peak, above background.
+        share: the share of the detrended series' variance (about the least-squares
+            line) in the peak, above background.
         amplitude: of the sinusoid at the sharpened frequency, in y's units.
         harmonic_of: the period this one is a harmonic of (``None``: a fundamental).
     """
@@ -171,11 +187,13 @@ class Spectrum:
 
 
 def _detrended(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct inputs (repeats averaged) and y minus its least-squares line."""
+    """Distinct inputs (repeats averaged) and y minus its least-squares polynomial of
+    degree :data:`TREND_DEGREE` (a line) in the centred inputs."""
     xu, inverse = np.unique(x, return_inverse=True)
     yu = np.bincount(inverse, weights=y) / np.bincount(inverse)
     centre = xu - xu.mean()
-    coef = np.polyfit(centre, yu, 1) if xu.size > 1 else np.array([0.0, yu.mean()])
+    degree = min(TREND_DEGREE, xu.size - 1)
+    coef = np.polyfit(centre, yu, degree) if degree > 0 else np.array([yu.mean()])
     return xu, yu - np.polyval(coef, centre)
 
 
@@ -232,6 +250,63 @@ def _background(f: np.ndarray, power: np.ndarray) -> np.ndarray:
     return np.exp(out)
 
 
+#: ``E[log median of 7 exponentials of mean 1]`` (Monte Carlo, 2e6 draws): the offset of
+#: the running median's log below the log of the mean it estimates.
+LOG_MEDIAN7 = -0.4099
+
+
+def _local_background(power: np.ndarray) -> np.ndarray:
+    """``S_loc(k)`` from the bins ``PEAK_BINS < |j - k| <= PEAK_BINS + LOCAL_BINS`` around
+    bin ``k`` (the peak's own bins left out), of ``u = log P`` after a running median of
+    ``2 PEAK_BINS + 1 = 7`` bins (which takes out narrow peaks, other periods):
+
+    * where the window lies whole inside the spectrum, a parabola fitted by least squares
+      to ``u_j`` against ``j - k``, at ``j = k`` (a fixed linear filter): it follows a
+      steep, curved spectrum (a smooth random component's, which falls faster and faster
+      into the noise), under which a median or a straight line would lie;
+    * at the ends, a straight line through the bins that are there, continued to ``k``:
+      at the lowest frequencies it continues the low-frequency spectrum down to ``k``.
+
+    ``S_loc = exp(û - LOG_MEDIAN7)``: the running median's log lies :data:`LOG_MEDIAN7`
+    below the log of the spectrum it follows.
+    """
+    from scipy.ndimage import median_filter
+
+    u = median_filter(np.log(np.maximum(power, 1e-300)), size=2 * PEAK_BINS + 1, mode="nearest")
+    m = u.size
+    g, w = PEAK_BINS, LOCAL_BINS
+    k = np.arange(m)
+    # straight lines (cumulative sums over each bin's window, clipped at the ends)
+    j = np.arange(m, dtype=np.float64)
+
+    def cum(v: np.ndarray) -> np.ndarray:
+        return np.concatenate([[0.0], np.cumsum(v)])
+
+    cn, cx, cy, cxx, cxy = cum(np.ones(m)), cum(j), cum(u), cum(j * j), cum(j * u)
+    n = sx = sy = sxx = sxy = 0.0
+    for lo, hi in ((k - g - w, k - g - 1), (k + g + 1, k + g + w)):
+        a, b = np.clip(lo, 0, m), np.clip(hi + 1, 0, m)
+        b = np.maximum(a, b)
+        n = n + (cn[b] - cn[a])
+        sx, sy = sx + (cx[b] - cx[a]), sy + (cy[b] - cy[a])
+        sxx, sxy = sxx + (cxx[b] - cxx[a]), sxy + (cxy[b] - cxy[a])
+    den = n * sxx - sx * sx
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = np.where((n >= 3) & (den > 0), (n * sxy - sx * sy) / den, 0.0)
+        fit = np.where(n > 0, (sy - slope * sx) / np.maximum(n, 1) + slope * k, -np.inf)
+    # parabolas where the whole window is inside: a fixed filter over the offsets d
+    d = np.r_[-(g + w) : -g, g + 1 : g + w + 1].astype(np.float64)
+    if m >= 2 * (g + w) + 1:
+        design = np.stack([np.ones_like(d), d, d * d], axis=1)
+        coef = design @ np.linalg.solve(design.T @ design, np.array([1.0, 0.0, 0.0]))
+        taps = np.zeros(2 * (g + w) + 1)
+        taps[(d + g + w).astype(int)] = coef
+        inner = np.convolve(u, taps[::-1], mode="valid")  # centred at k = g + w .. m - g - w - 1
+        fit[g + w : m - g - w] = inner
+    out = np.exp(fit - LOG_MEDIAN7)
+    return np.where(np.isfinite(out), out, 0.0)
+
+
 def _taper(x: np.ndarray) -> np.ndarray:
     u = (x - x[0]) / (x[-1] - x[0])
     return 0.5 - 0.5 * np.cos(2.0 * np.pi * u)
@@ -279,7 +354,7 @@ def scan(x: np.ndarray, y: np.ndarray) -> Spectrum:
         return Spectrum(n, span, math.inf, False, 0, math.inf)
     f, power, h, resampled, xu, r = periodogram(x, y)
     resolution = float(f[0])
-    background = _background(f, power)
+    background = np.maximum(_background(f, power), _local_background(power))
     z = power / background
     tested = f >= (MIN_CYCLES - 1e-9) * resolution  # k >= MIN_CYCLES
     m_tested = int(tested.sum())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from prolas.bench.long_series import hourly_week_series
 from prolas.data import Dataset
 from prolas.spectrum import (
     FALSE_ALARM,
@@ -51,6 +52,17 @@ def test_a_trend_and_a_random_walk_are_not_periods() -> None:
     x = np.arange(10_000.0)
     walk = np.cumsum(rng.normal(size=x.size))
     assert scan(x, walk + 0.001 * x**2).peaks == ()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_smooth_random_component_is_not_a_period(seed: int) -> None:
+    """A year of hourly values with a daily and a weekly cycle and a smooth component of
+    lengthscale 20 days: only the two cycles are periods. (A background made of 16-bin
+    band medians alone called the smooth component's steep low-frequency spectrum a
+    period of 80-112 days in three of these four series.)"""
+    ds = hourly_week_series(8_760, seed)
+    found = sorted(p.period for p in scan(ds.x, ds.y).fundamentals)
+    assert found == [pytest.approx(1.0, rel=1e-3), pytest.approx(7.0, rel=1e-3)]
 
 
 def test_a_non_sinusoidal_cycle_has_its_harmonics_attributed_to_it() -> None:
