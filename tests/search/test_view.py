@@ -129,3 +129,42 @@ def test_sharpened_periods_move_a_coarse_period_to_the_full_series_peak(hourly) 
         coarse, terms=(replace(coarse.terms[0], factors=(replace(nudged, params=too_far),)),)
     )
     assert sharpened_periods(unrelated, hourly) is None
+
+
+def test_a_view_s_periods_come_first_in_the_candidates_starts_and_hops() -> None:
+    """The hints lead ``candidate_periods`` (the points' own candidates within 5 % of one
+    are dropped), are part of its cache key, start restarts unjittered, and are scanned by
+    the hop; without hints the candidates are the periodogram's, as on any data set."""
+    from prolas.expr import parse
+    from prolas.gp.fit import _hop_moves
+    from prolas.gp.gram import GramModel
+    from prolas.gp.starts import candidate_periods, initial_thetas, periodogram_candidates
+
+    rng = np.random.default_rng(5)
+    t = np.linspace(0.0, 1.0, 300)
+    y = np.sin(2 * np.pi * t / 0.1) + 0.3 * rng.normal(size=t.size)
+    plain = candidate_periods(t, y, 0.01)
+    np.testing.assert_array_equal(plain, periodogram_candidates(t, y, 0.01))
+    assert plain[0] == pytest.approx(0.1, rel=0.02)
+    hinted = candidate_periods(t, y, 0.01, hints=(0.0999, 0.005, 0.37))
+    assert list(hinted[:2]) == [0.0999, 0.37]  # in their order, none below the floor
+    own = [p for p in plain if all(abs(p / h - 1) > 0.05 for h in (0.0999, 0.37))]
+    np.testing.assert_array_equal(hinted[2:], own)
+    # another view of the same points, other hints: not the first view's entry
+    assert candidate_periods(t, y, 0.01, hints=(0.2,))[0] == 0.2
+    np.testing.assert_array_equal(candidate_periods(t, y, 0.01), plain)
+
+    model = GramModel(parse("PER"), t, 0.01)
+    k = next(i for i, p in enumerate(model.params) if p.name == "period")
+    starts = initial_thetas(model, y, 0.01, (1, 0), 8, (0.37,))
+    assert np.exp(starts[0::2, k]) == pytest.approx(0.37, rel=1e-12)  # no jitter
+    bare = initial_thetas(model, y, 0.01, (1, 0), 8)
+    assert not np.any(np.isclose(np.exp(bare[:, k]), 0.37, rtol=1e-3))
+    # the other parameters draw from their own streams, untouched by the hints
+    np.testing.assert_array_equal(np.delete(starts, k, 1), np.delete(bare, k, 1))
+    scanned = {
+        round(float(np.exp(th[k])), 12)
+        for i, th in _hop_moves(model, bare[0], y, (0.37,))
+        if i == k
+    }
+    assert 0.37 in scanned
