@@ -6,12 +6,19 @@ of a given share of the variance and number of cycles planted in noise and in a 
 component. Prints markdown tables:
 
     python benchmarks/scripts/spectrum_calibration.py
+    python benchmarks/scripts/spectrum_calibration.py --min-cycles 3 --false-alarms-only
+
+``--min-cycles`` replaces :data:`prolas.spectrum.MIN_CYCLES` for the run (how many
+cycles a period must show), to measure what that rule buys.
 """
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 
+import prolas.spectrum
 from prolas.bench.long_series import _smooth
 from prolas.spectrum import scan
 
@@ -70,7 +77,21 @@ def detection() -> list[str]:
     return rows
 
 
-if __name__ == "__main__":
-    print("\n".join(false_alarms()))
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--min-cycles", type=float, help="override prolas.spectrum.MIN_CYCLES")
+    p.add_argument("--false-alarms-only", action="store_true")
+    args = p.parse_args()
+    if args.min_cycles is not None:
+        prolas.spectrum.MIN_CYCLES = args.min_cycles  # scan reads it at each call
+    sp = prolas.spectrum
+    print(f"MIN_CYCLES = {sp.MIN_CYCLES:g}, FALSE_ALARM = {sp.FALSE_ALARM:g}")
     print()
-    print("\n".join(detection()))
+    print("\n".join(false_alarms()))
+    if not args.false_alarms_only:
+        print()
+        print("\n".join(detection()))
+
+
+if __name__ == "__main__":
+    main()
