@@ -96,8 +96,9 @@ FALSE_ALARM = 0.01
 MIN_SHARE = 0.01
 #: A period shows at least this many cycles in the data (period ≤ span / MIN_CYCLES):
 #: a smooth random component's spectrum falls off steeply within the lowest few
-#: frequencies and reads as a "period" of 4 to 6 cycles (3 in 40 smooth series at 3, none
-#: at 6: benchmarks/results/long_series/README.md), as does a step.
+#: frequencies and reads as a "period" of a few cycles (24 of 200 smooth series at 3,
+#: 3 of 200 at 6: benchmarks/results/long_series/README.md), as does a level step
+#: (call-centre's read as 2.9 cycles).
 MIN_CYCLES = 6.0
 #: The background is a median over frequency bands this factor wide ...
 BAND_RATIO = 1.25
