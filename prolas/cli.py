@@ -25,6 +25,7 @@ from prolas.limits import (
     FORECAST_MODELS,
     LENGTHSCALE_FLOOR,
     SEARCH_POINTS,
+    SEARCH_WINDOWS,
     WARM_FITS,
     WARM_START,
 )
@@ -143,6 +144,16 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         help=f"search a longer series on M evenly spaced points, then refit the best model "
         f"on all points (exactly up to {EXACT_REFIT_LIMIT} points, beyond with a sparse "
         f"variational GP); 0 searches on all points (default {SEARCH_POINTS})",
+    )
+    g.add_argument(
+        "--search-windows",
+        type=_non_negative_int,
+        default=SEARCH_WINDOWS,
+        metavar="W",
+        help="besides those M points, show the search up to W dense windows of the series, "
+        "one per significant period of the whole series (found by a periodogram of all "
+        "points) that the M points are too far apart to resolve; 0 = none "
+        f"(default {SEARCH_WINDOWS})",
     )
     g.add_argument(
         "--warm-start",
@@ -572,6 +583,7 @@ def _search_config(args: argparse.Namespace):
         warm_start=args.warm_start,
         acq_opt=args.acq_opt,
         search_points=args.search_points,
+        search_windows=args.search_windows,
         lengthscale_floor=args.lengthscale_floor,
         warm_fits=args.warm_fits,
     )
@@ -672,6 +684,7 @@ def _interrupted(out: Path, stop) -> int:
 
 def _write_outputs(args, out: Path, ks, test_ds) -> int:
     from prolas import report
+    from prolas.report.periods import period_check_line
 
     horizon, method, k = _forecast_settings(args)
     written = ks.save(
@@ -693,6 +706,9 @@ def _write_outputs(args, out: Path, ks, test_ds) -> int:
                 file=sys.stderr,
             )
         print(f"wrote {out}/result.json, report.md and plots", file=sys.stderr)
+        note = period_check_line(written.doc.get("periods"), ks.data_)
+        if note:
+            print(note, file=sys.stderr)
         if written.forecast_line:
             print(written.forecast_line, file=sys.stderr)
     print(ks.best_.expression)

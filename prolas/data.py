@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +130,17 @@ class Dataset:
         x_is_date: x came from a date column and holds decimal years
             (:func:`decimal_years_to_timestamps` turns it back into dates). Not part of
             result.json's data block (its keys are fixed by its schema).
+        fixed_spacing: Δ of these points when it is not their median spacing: a search
+            view of a long series (:mod:`prolas.search.view`) whose dense windows resolve
+            shorter periods than its evenly spaced points; ``None`` (every ordinary data
+            set): the median spacing (:attr:`spacing`).
+        period_hints: periods (x's units) that fits of these points also start from:
+            a search view's significant periods of the full series
+            (:mod:`prolas.spectrum`); empty for an ordinary data set.
+
+    ``fixed_spacing`` and ``period_hints`` are inputs of every fit on the data set, so
+    they are part of its identity wherever fits are cached or journalled
+    (:meth:`fit_identity`).
     """
 
     x: np.ndarray
@@ -141,6 +152,8 @@ class Dataset:
     y_column: str = "y"
     name: str = field(default="data")
     x_is_date: bool = False
+    fixed_spacing: float | None = None
+    period_hints: tuple[float, ...] = ()
 
     @classmethod
     def from_arrays(
@@ -227,8 +240,31 @@ class Dataset:
 
     @property
     def spacing(self) -> float:
-        """Median spacing Δ of the sorted distinct inputs (PER's period floor is 2Δ)."""
+        """Δ: the median spacing of the sorted distinct inputs (PER's period floor is 2Δ),
+        or :attr:`fixed_spacing` when set (a search view with dense windows)."""
+        if self.fixed_spacing is not None:
+            return float(self.fixed_spacing)
         return float(np.median(np.diff(np.unique(self.x))))
+
+    def fit_identity(self) -> dict:
+        """What besides x and y decides a fit on these points: ``{}`` for an ordinary data
+        set, else its ``fixed_spacing`` and ``period_hints`` (fit caches and journals add
+        it to the data's fingerprint)."""
+        out: dict = {}
+        if self.fixed_spacing is not None:
+            out["fixed_spacing"] = float(self.fixed_spacing)
+        if self.period_hints:
+            out["period_hints"] = [float(p) for p in self.period_hints]
+        return out
+
+    def with_fit_hints(
+        self, fixed_spacing: float | None, period_hints: tuple[float, ...] = ()
+    ) -> Dataset:
+        """This data set with the given :attr:`fixed_spacing` and :attr:`period_hints`."""
+        if fixed_spacing is not None and not (math.isfinite(fixed_spacing) and fixed_spacing > 0):
+            raise DataError(f"{self.name}: the spacing must be a positive number")
+        hints = tuple(float(p) for p in period_hints if math.isfinite(p) and p > 0)
+        return replace(self, fixed_spacing=fixed_spacing, period_hints=hints)
 
     def standardise(self, y: np.ndarray) -> np.ndarray:
         return (np.asarray(y, dtype=np.float64) - self.y_mean) / self.y_std

@@ -33,7 +33,7 @@ from prolas.errors import ProlasError
 from prolas.gp import FitResult
 from prolas.limits import DEFAULT_FORECAST, FORECAST_METHODS, FORECAST_MODELS
 from prolas.records import SearchResult, json_clean, write_json
-from prolas.search.config import SearchConfig, search_data
+from prolas.search.config import SearchConfig, search_data, search_view
 
 __all__ = [
     "ForecastSettings",
@@ -41,7 +41,9 @@ __all__ = [
     "TEST_FORECAST_FILES",
     "forecast_fits",
     "no_model_error",
+    "periods_of",
     "searched_indices",
+    "searched_on",
     "write_outputs",
     "write_partial_result",
     "write_test_forecast",
@@ -97,8 +99,26 @@ def no_model_error(result: SearchResult) -> ProlasError:
 
 def searched_indices(dataset: Dataset, config: SearchConfig) -> list[int] | None:
     """Positions of the points a search ran on, or None when it ran on all of them."""
-    searched = search_data(dataset, config)
-    return None if searched is dataset else dataset.spaced_indices(searched.n).tolist()
+    view = search_view(dataset, config)
+    return None if view is None else view.indices.tolist()
+
+
+def searched_on(dataset: Dataset, config: SearchConfig) -> dict | None:
+    """result.json's ``search.searched_on``: what the search saw (evenly spaced points,
+    windows, floors, starting periods), or None when it ran on all points."""
+    view = search_view(dataset, config)
+    return None if view is None else view.to_json()
+
+
+def periods_of(dataset: Dataset, config: SearchConfig, best: FitResult | None) -> dict:
+    """result.json's ``periods``: the whole series' significant periods, which of them the
+    search could not see and which the best model explains
+    (:func:`prolas.report.periods.periods_block`)."""
+    from prolas.report.periods import periods_block
+
+    view = search_view(dataset, config)
+    hidden = () if view is None else tuple(p.period for p in view.hidden)
+    return periods_block(dataset, best, hidden=hidden)
 
 
 def forecast_fits(
@@ -154,7 +174,8 @@ def write_outputs(
         budget=config.budget,
         checkpoint=config.checkpoint if config.method == "prolas" else None,
         test=test,
-        searched_indices=searched_indices(dataset, config),
+        searched_on=searched_on(dataset, config),
+        periods=periods_of(dataset, config, best),
     )
     files = report.write_report(
         out, dataset, result, best, doc, test=test, test_dataset=test_dataset
@@ -307,7 +328,7 @@ def write_partial_result(
         seed=config.seed,
         budget=config.budget,
         checkpoint=config.checkpoint if config.method == "prolas" else None,
-        searched_indices=searched_indices(dataset, config),
+        searched_on=searched_on(dataset, config),
     )
     records.write_json(out / "result.json", doc)
     return result

@@ -233,16 +233,15 @@ class KernelSearch:
     def _search(self, dataset: Dataset, journal, progress: bool, say) -> tuple:
         """The search as ``prolas fit`` runs it: executor, journal, progress, Ctrl-C."""
         from prolas import pipeline
-        from prolas.search.config import search_data
+        from prolas.search.config import search_view
         from prolas.search.executors import default_workers, make_executor
+        from prolas.search.view import view_message
 
         config = self.config
-        searched = search_data(dataset, config)
-        if searched is not dataset:
-            say(
-                f"searching on {searched.n} evenly spaced points of {dataset.n} "
-                "(--search-points); the best model is then refitted on all points"
-            )
+        view = search_view(dataset, config)
+        searched = dataset if view is None else view.dataset
+        if view is not None:
+            say(view_message(view, dataset))
         dask = self.scheduler is not None or self.dask_local is not None
         workers = self.workers or (
             1 if dask else default_workers(config.method, config.batch, config.budget)

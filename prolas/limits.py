@@ -13,6 +13,10 @@ sparse variational GP (:mod:`prolas.gp.scalable`). The figures behind both numbe
 SEARCH_POINTS = 400
 #: Largest N refitted exactly; longer series are refitted with SGPR.
 EXACT_REFIT_LIMIT = 2000
+#: Most dense windows a long series' search sees besides its evenly spaced points, one
+#: per significant period of the full series that they cannot resolve
+#: (:mod:`prolas.search.view`; measured in benchmarks/results/long_series/).
+SEARCH_WINDOWS = 2
 
 #: The grammar and KG-VAE checkpoint a search uses unless told otherwise: the grammar with
 #: change-points, change-windows and the constant (``grammars/change.toml``). Measured on the

@@ -34,6 +34,7 @@ __all__ = [
     "run_strategy",
     "best_fit",
     "refit",
+    "sharpened_periods",
     "SEARCH_POINTS",
     "EXACT_REFIT_LIMIT",
 ]
@@ -70,9 +71,10 @@ def run_search(
     """Run the configured search and return ``(SearchResult, best FitResult)``; the
     best model carries ``dataset`` (:attr:`FitResult.dataset`).
 
-    A series longer than ``config.search_points`` is searched on an evenly spaced
-    subsample (:func:`prolas.search.config.search_data`) and the best model refitted on all points
-    (:func:`refit`).
+    A series longer than ``config.search_points`` is searched on its view: an evenly
+    spaced subsample plus a dense window for each significant period of the full series
+    that the subsample cannot resolve (:func:`prolas.search.config.search_view`); the
+    best model is then refitted on all points (:func:`refit`).
 
     Args:
         evaluator: use this Evaluator (else one is made from ``executor`` and
@@ -87,9 +89,12 @@ def run_search(
     """
     searched = search_data(dataset, config)
     scored = getattr(getattr(evaluator, "scorer", None), "dataset", None)
-    if isinstance(scored, Dataset) and scored.n != searched.n:
+    if isinstance(scored, Dataset) and (
+        scored.n != searched.n or scored.fit_identity() != searched.fit_identity()
+    ):
+        what = f"{scored.n} points" if scored.n != searched.n else "the points without their view"
         raise ProlasError(
-            f"the evaluator scores {scored.n} points but the search runs on {searched.n} "
+            f"the evaluator scores {what} but the search runs on {searched.n} "
             "(build it on search_data(dataset, config))"
         )
     ev = evaluator or make_evaluator(searched, config, executor=executor, on_result=on_result)
@@ -129,20 +134,70 @@ def run_strategy(
 def refit(fit: FitResult, dataset: Dataset, config: SearchConfig) -> FitResult:
     """Refit a model chosen on a subsample on all of ``dataset``, starting from its fit.
 
-    Exact (``fit_gp`` warm-started at ``fit``, so never worse than conditioning on
-    its hyperparameters) up to :data:`EXACT_REFIT_LIMIT` points; beyond, the SGPR
-    collapsed bound (:func:`prolas.gp.scalable.refit_sgpr`), whose ``log_likelihood`` is a
-    lower bound and is marked by ``approximation``. A failed refit returns the failure
-    (with its reason), never the subsample's numbers as if they were the full data's.
-    """
-    if dataset.n <= EXACT_REFIT_LIMIT:
-        fitted = fit_gp(fit.expression, dataset, replace(config.fit_config, restarts=1), init=fit)
-    else:
-        from prolas.gp.scalable import refit_sgpr
+    The expression is the search's; only its hyperparameters move. A subsample sees a
+    period only to within its resolution, so besides ``fit`` the refit also starts from
+    ``fit`` with its periods sharpened on all points (:func:`sharpened_periods`).
 
+    Exact (``fit_gp`` warm-started at both, so never worse than conditioning on ``fit``'s
+    hyperparameters) up to :data:`EXACT_REFIT_LIMIT` points; beyond, the SGPR collapsed
+    bound (:func:`prolas.gp.scalable.refit_sgpr`) from whichever of the two starts has
+    the higher bound; its ``log_likelihood`` is a lower bound and is marked by
+    ``approximation``. A failed refit returns the failure (with its reason), never the
+    subsample's numbers as if they were the full data's.
+    """
+    sharp = sharpened_periods(fit, dataset)
+    if dataset.n <= EXACT_REFIT_LIMIT:
+        starts = [fit] if sharp is None else [fit, sharp]
+        fitted = fit_gp(
+            fit.expression, dataset, replace(config.fit_config, restarts=1), init=starts
+        )
+    else:
+        from prolas.gp.scalable import refit_sgpr, sgpr_bound
+
+        start = fit
+        if sharp is not None and sgpr_bound(sharp, dataset) > sgpr_bound(fit, dataset):
+            start = sharp
         floor = config.fit_config.lengthscale_floor
-        fitted = refit_sgpr(fit, dataset, lengthscale_floor=floor)
+        fitted = refit_sgpr(start, dataset, lengthscale_floor=floor)
     return replace(fitted, dataset=dataset)
+
+
+#: A fitted period within this relative distance of a significant period of the full
+#: series is sharpened to it before the refit on all points (:func:`sharpened_periods`):
+#: a window of 8 cycles resolves a period to about 1/8.
+SHARPEN_TOLERANCE = 0.1
+
+
+def sharpened_periods(fit: FitResult, dataset: Dataset) -> FitResult | None:
+    """``fit`` with each periodic factor's period ``q`` replaced by the nearest significant
+    period ``p`` of all of ``dataset`` (:func:`prolas.spectrum.scan_dataset`, harmonics
+    included) with ``|q / p - 1| <=`` :data:`SHARPEN_TOLERANCE`; ``None`` when no period
+    moves. The periods of the scan are sharpened on all N points (to a fraction of
+    ``1 / span`` in frequency), those of a search on a few hundred points only to their
+    own resolution; the refit keeps whichever start fits better."""
+    from prolas.kernels import factor as kernel_of
+    from prolas.kernels.spec import PERIODIC
+    from prolas.spectrum import scan_dataset
+
+    if not fit.ok or not fit.terms:
+        return None
+    peaks = [p.period for p in scan_dataset(dataset).peaks]
+    if not peaks:
+        return None
+    moved = False
+    terms = []
+    for term in fit.terms:
+        factors = []
+        for f in term.factors:
+            q = f.params.get("period")
+            if q is not None and kernel_of(f.kernel).role == PERIODIC and q > 0:
+                near = min(peaks, key=lambda p: abs(q / p - 1.0))
+                if abs(q / near - 1.0) <= SHARPEN_TOLERANCE and near != q:
+                    f = replace(f, params={**f.params, "period": float(near)})
+                    moved = True
+            factors.append(f)
+        terms.append(replace(term, factors=tuple(factors)))
+    return replace(fit, terms=tuple(terms)) if moved else None
 
 
 def best_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> FitResult | None:

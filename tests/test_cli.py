@@ -185,6 +185,10 @@ def test_train_vae_and_list_checkpoints(tmp_path, capsys) -> None:
     [
         (["fit", AIRLINE, "--seed", "-1"], "argument --seed: expected an integer >= 0, got -1"),
         (
+            ["fit", AIRLINE, "--search-windows", "-1"],
+            "argument --search-windows: expected an integer >= 0, got -1",
+        ),
+        (
             ["fit", AIRLINE, "--budget", "0"],
             "argument --budget: expected a positive integer, got 0",
         ),

@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "prolas.csv_dialect",
             "prolas.calendar_steps",
             "prolas.data",
+            "prolas.spectrum",
             "prolas.kernels",
             "prolas.expr",
             "prolas.nesting",

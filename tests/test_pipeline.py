@@ -1,4 +1,5 @@
-"""Long series: search on an evenly spaced subsample, refit the chosen model on all points."""
+"""Long series: search on an evenly spaced subsample (plus dense windows for the periods
+it cannot resolve), refit the chosen model on all points, say which periods it leaves out."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import json
 import numpy as np
 import pytest
 
+from prolas.bench.long_series import fitted_periods, hourly_series, recovered
 from prolas.data import Dataset
 from prolas.gp import predict
 from prolas.pipeline import refit, run_search
 from prolas.report import validate_result_json
-from prolas.search.config import SearchConfig, search_data
+from prolas.search.config import SearchConfig, search_data, search_view
 
 
 def _trend_and_season(n: int, seed: int = 0) -> Dataset:
@@ -137,3 +139,53 @@ def test_every_strategy_runs_on_one_torch_thread_and_the_count_is_restored() -> 
     finally:
         torch.set_num_threads(threads)
     assert len(seen) == 12 and set(seen) == {1}
+
+
+@pytest.mark.slow
+def test_daily_and_yearly_periods_of_20000_hourly_points_are_found_by_the_search() -> None:
+    """20 000 hourly values (2.3 years) with a daily and a yearly cycle: 300 evenly spaced
+    points are 2.8 days apart and cannot show the daily cycle; the view adds a window of
+    it, and the search itself finds both periods within 1 %, as does the SGPR refit."""
+    ds = hourly_series(20_000)
+    config = SearchConfig(
+        method="cks", budget=12, depth=3, restarts=3, change=False, search_points=300
+    )
+    view = search_view(ds, config)
+    assert [round(w.period, 3) for w in view.windows] == [1.0]
+    result, best = run_search(ds, config)
+    found = result.best.fit  # the search's best, fitted on the view
+    assert found.n == view.dataset.n and found.expression == best.expression
+    assert recovered(found, (1.0, 365.25)) == [True, True], fitted_periods(found)
+    assert best.n == 20_000 and best.approximation == "sgpr-512"
+    assert recovered(best, (1.0, 365.25)) == [True, True], fitted_periods(best)
+
+
+@pytest.mark.slow
+def test_the_report_names_a_planted_period_the_search_was_kept_from_seeing(
+    tmp_path, capsys
+) -> None:
+    """The same series searched on 300 evenly spaced points without windows: no model can
+    hold the daily cycle, and result.json, report.md and the command say it is left out."""
+    from prolas.cli import main
+
+    ds = hourly_series(20_000)
+    path = tmp_path / "hourly.csv"
+    path.write_text("x,y\n" + "".join(f"{float(a)!r},{float(b)!r}\n" for a, b in zip(ds.x, ds.y)))
+    out = tmp_path / "out"
+    argv = ["fit", str(path), "--search", "cks", "--budget", "4", "--depth", "2"]
+    argv += ["--restarts", "1", "--no-change", "--search-points", "300"]
+    assert main([*argv, "--search-windows", "0", "--out", str(out)]) == 0
+    doc = json.loads((out / "result.json").read_text())
+    validate_result_json(doc)
+    assert doc["search"]["searched_on"]["windows"] == []
+    (daily,) = doc["periods"]["significant"]
+    assert daily["period"] == pytest.approx(1.0, rel=1e-4)
+    assert doc["periods"]["unexplained"] == [daily["period"]]
+    assert daily["explained_by"] is None and daily["seen_by_search"] is False
+    text = (out / "report.md").read_text()
+    assert "**The model leaves out the series' significant period of 1 (x units).**" in text
+    assert "the search never saw it" in text and "--search-windows" in text
+    assert "left out:** the best model does not contain" in text
+    assert "note: the best model leaves out the series' significant period(s) of 1" in (
+        capsys.readouterr().err
+    )

@@ -363,15 +363,19 @@ def _screen(
     return [th for th, _ in cands]
 
 
-def _hop_moves(model: GramModel, theta: np.ndarray, y: np.ndarray) -> list[tuple[int, np.ndarray]]:
+def _hop_moves(
+    model: GramModel, theta: np.ndarray, y: np.ndarray, hints: tuple[float, ...] = ()
+) -> list[tuple[int, np.ndarray]]:
     """``(k, theta')`` pairs: ``theta`` with parameter ``k`` moved over its plausible range.
 
-    A PER period to every candidate period (:func:`candidate_periods`: periodogram peaks, a
-    grid, beyond the span); a lengthscale, alpha, variance or the noise three and ten times
-    larger or smaller; a change location or window start to the data's break points and to
-    a grid over the data; a LIN offset to a grid from half a span before the data to half
-    a span after, its term's variance rescaled so that ``v_t mean_n (t_n - c)^2`` stays as
-    it was (otherwise every move of ``c`` would also change the term's size, and look bad).
+    A PER period to every candidate period (:func:`candidate_periods`: on a search view of
+    a long series the full series' periods ``hints``, scaled units, first; periodogram
+    peaks, a grid, beyond the span); a lengthscale, alpha, variance or the noise three and
+    ten times larger or smaller; a change location or window start to the data's break
+    points and to a grid over the data; a LIN offset to a grid from half a span before the
+    data to half a span after, its term's variance rescaled so that ``v_t mean_n (t_n - c)^2``
+    stays as it was (otherwise every move of ``c`` would also change the term's size, and
+    look bad).
     """
     moves = []
     breaks = periods = None
@@ -384,7 +388,7 @@ def _hop_moves(model: GramModel, theta: np.ndarray, y: np.ndarray) -> list[tuple
     for k, p in enumerate(model.params):
         if p.name == "period":
             if periods is None:
-                periods = candidate_periods(model.t, y, math.exp(p.lower))
+                periods = candidate_periods(model.t, y, math.exp(p.lower), hints=hints)
             values = [math.log(v) for v in periods]
         elif p.name in ("lengthscale", "alpha", "variance", "noise"):
             values = [theta[k] + d for d in scale]
@@ -410,7 +414,12 @@ def _hop_moves(model: GramModel, theta: np.ndarray, y: np.ndarray) -> list[tuple
 
 
 def _hop(
-    model: GramModel, theta: np.ndarray, ll: float, y: np.ndarray, config: FitConfig
+    model: GramModel,
+    theta: np.ndarray,
+    ll: float,
+    y: np.ndarray,
+    config: FitConfig,
+    hints: tuple[float, ...] = (),
 ) -> tuple[np.ndarray, float]:
     """Basin hopping from a polished fit (:class:`FitConfig`): per round, the ``hop_moves``
     best single-parameter moves of :func:`_hop_moves` run ``hop_iter`` iterations each;
@@ -420,7 +429,7 @@ def _hop(
         # ``hop_moves`` best parameters
         best: dict[int, tuple[float, np.ndarray]] = {}
         with np.errstate(all="ignore"):
-            for k, th in _hop_moves(model, theta, y):
+            for k, th in _hop_moves(model, theta, y, hints):
                 v = model.log_likelihood(th, y, grad=False)[0]
                 if math.isfinite(v) and (k not in best or v > best[k][0]):
                     best[k] = (v, th)
@@ -502,6 +511,7 @@ def _fit_gp(
     y = np.ascontiguousarray(dataset.y_standardised, dtype=np.float64)
     floor_t = 2.0 * dataset.spacing / s
     ls_floor_t = float(config.lengthscale_floor) * dataset.spacing / s
+    hints = tuple(p / s for p in dataset.period_hints)  # a search view's full-series periods
     if not (math.isfinite(s) and s > 0 and np.all(np.isfinite(t)) and np.all(np.isfinite(y))):
         return _failed(expr, dataset, t_start, "inputs or targets not finite after scaling", R)
     if not cold and not inits:
@@ -525,7 +535,7 @@ def _fit_gp(
         # not depend on the order a search evaluates expressions in, and nested models
         # start their shared parameters alike (prolas.gp.starts.parameter_streams)
         draws = max(R, config.presample)
-        starts = initial_thetas(model, y, floor_t, (config.seed, attempt), draws)
+        starts = initial_thetas(model, y, floor_t, (config.seed, attempt), draws, hints)
         if config.presample > R:
             # keep the R draws of highest likelihood on the first stage's points
             pm, py = on_points(stages[0][2])
@@ -575,7 +585,7 @@ def _fit_gp(
             sources = [p for p in (best_cold, polished[0][0]) if p is not None]
             if len(sources) == 2 and sources[0] is sources[1]:
                 sources = sources[:1]
-            hopped = [_hop(model, *p, y, config) for p in sources]
+            hopped = [_hop(model, *p, y, config, hints) for p in sources]
             polished = [(p, False) for p in hopped] + polished
             polished.sort(key=lambda p: -p[0][1])
         polished = [p for p, _ in polished]

@@ -80,15 +80,38 @@ _PERIODS_CACHE: dict[tuple, np.ndarray] = {}
 _SIGNIFICANT_LOG_POWER = math.log(10.0)
 
 
-def candidate_periods(t: np.ndarray, y: np.ndarray, floor: float, k: int = 6) -> np.ndarray:
-    """:func:`periodogram_candidates`, remembered for the last 16 data sets (a copy)."""
+def candidate_periods(
+    t: np.ndarray, y: np.ndarray, floor: float, k: int = 6, hints: tuple[float, ...] = ()
+) -> np.ndarray:
+    """:func:`periodogram_candidates`, after the ``hints``; remembered for the last 16 data
+    sets and hints (a copy).
+
+    ``hints`` (units of ``t``; a search view's significant periods of the full series,
+    :attr:`prolas.data.Dataset.period_hints`) come first, those at or above ``floor``, in
+    their order: they were measured on all points, the periodogram here only on the points
+    fitted. The fitted points' own candidates within 5 % of a hint are left out, so that
+    restarts cycling through the list start at distinct periods. The hints are part of the
+    cache key: two views of the same points with different hints never share an entry.
+    """
     t = np.ascontiguousarray(t, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
-    key = (t.tobytes(), y.tobytes(), float(f"{floor:.12g}"), int(k))
+    hints = tuple(float(h) for h in hints)
+    key = (t.tobytes(), y.tobytes(), float(f"{floor:.12g}"), int(k), hints)
     if key not in _PERIODS_CACHE:
+        if hints:
+            first = [h for h in hints if h >= floor]
+            # the fitted points' own candidates, less those a hint stands for (within 5 %)
+            own = [
+                float(p)
+                for p in candidate_periods(t, y, floor, k)
+                if all(abs(p / h - 1.0) > 0.05 for h in first)
+            ]
+            periods = np.array(first + own)
+        else:
+            periods = periodogram_candidates(t, y, floor, k)
         if len(_PERIODS_CACHE) >= 16:
             del _PERIODS_CACHE[next(iter(_PERIODS_CACHE))]
-        _PERIODS_CACHE[key] = periodogram_candidates(t, y, floor, k)
+        _PERIODS_CACHE[key] = periods
     return _PERIODS_CACHE[key].copy()
 
 
@@ -96,7 +119,7 @@ def periodogram_candidates(t: np.ndarray, y: np.ndarray, floor: float, k: int = 
     """Periods (in the units of ``t``) worth starting a PER factor at, best first, plus a grid.
 
     A Lomb-Scargle periodogram of the linearly detrended series on 2 000 geometrically
-    spaced frequencies from ``1/span`` to ``min(1/floor, 1/(2 median spacing))`` (the
+    spaced frequencies from ``1/span`` to ``min(1/floor, 1/(2 smallest spacing))`` (the
     Nyquist frequency; irregular inputs are fine) ranks peaks two ways, taken in turn:
 
     * **harmonic score**: a seasonal pattern that is not a sinusoid puts its power at f,
@@ -116,9 +139,11 @@ def periodogram_candidates(t: np.ndarray, y: np.ndarray, floor: float, k: int = 
 
     span = float(t.max() - t.min())
     resid = y - np.polyval(np.polyfit(t, y, 1), t)
-    # up to the Nyquist frequency of the median spacing: above it, evenly spaced inputs
-    # show only aliases of what lies below (and, summed as harmonics, outrank it)
-    spacing = float(np.median(np.diff(np.sort(t))))
+    # up to the Nyquist frequency of the closest inputs: above it, evenly spaced inputs
+    # show only aliases of what lies below (and, summed as harmonics, outrank it); a
+    # search view's dense windows (docs/long-series.md) keep their short periods
+    gaps = np.diff(np.sort(t))
+    spacing = float(gaps[gaps > 0].min()) if np.any(gaps > 0) else 0.0
     f_lo, f_hi = 1.0 / span, min(1.0 / max(floor, 1e-12), 0.5 / max(spacing, 1e-12))
     freqs = np.geomspace(f_lo, f_hi, 2000)
     power = lomb_scargle(t, resid - resid.mean(), freqs)
@@ -231,19 +256,26 @@ def parameter_streams(model: GramModel, seed: Sequence[int]) -> list[np.random.G
 
 
 def initial_thetas(
-    model: GramModel, y: np.ndarray, floor: float, seed: Sequence[int], R: int
+    model: GramModel,
+    y: np.ndarray,
+    floor: float,
+    seed: Sequence[int],
+    R: int,
+    hints: tuple[float, ...] = (),
 ) -> np.ndarray:
     """``R x P`` random, data-informed initialisations in the scaled units of ``model.t``.
 
     Lengthscales log-uniform over [min(0.02, 2Δ), 1] spans; periods cycle through the
-    periodogram peaks (with 3 % jitter) so restarts cover different periodicities;
-    LIN offsets inside the data range; term variances ~ 1/#terms; noise in [1e-3, 0.2].
-    Uniform draws are stratified, so that R restarts cover each range evenly. Each
-    parameter draws from its own stream (:func:`parameter_streams`), so a parameter that
-    two expressions share starts at the same R values in both.
+    periodogram peaks (with 3 % jitter) so restarts cover different periodicities, the
+    full series' periods ``hints`` (scaled units) first and without jitter; LIN offsets
+    inside the data range; term variances ~ 1/#terms; noise in [1e-3, 0.2]. Uniform
+    draws are stratified, so that R restarts cover each range evenly. Each parameter
+    draws from its own stream (:func:`parameter_streams`), so a parameter that two
+    expressions share starts at the same R values in both.
     """
     has_period = any(p.name == "period" for p in model.params)
-    periods = candidate_periods(model.t, y, floor) if has_period else np.empty(0)
+    periods = candidate_periods(model.t, y, floor, hints=hints) if has_period else np.empty(0)
+    n_hints = sum(1 for p in hints if p >= floor)  # the first entries of ``periods``
     breaks = candidate_breaks(model.t, y) if any(p.group >= 0 for p in model.params) else None
     n_terms = len(model.terms)
     theta = np.empty((R, model.size))
@@ -294,7 +326,11 @@ def initial_thetas(
             idx = (np.arange(R) // 2 + which) % len(periods)
             if which == 0:
                 idx[0::2] = 0
-            per = periods[idx] * np.exp(rng.normal(0, 0.03, R))
+            jitter = np.exp(rng.normal(0, 0.03, R))
+            # a hint was sharpened on all points (to ~1/span in frequency): a restart
+            # starts exactly there, since 3 % off is many basins away on a long series
+            jitter[idx < n_hints] = 1.0
+            per = periods[idx] * jitter
             theta[:, k] = np.log(np.maximum(per, floor * 1.01))
     return np.vstack([model.clip(row) for row in theta])
 

@@ -19,6 +19,9 @@ Imports the layers below it (:mod:`prolas.records`, :mod:`prolas.data`,
   (:func:`plot_fit`, :func:`plot_components`, :func:`plot_convergence`), the figures
   behind them (:func:`fit_figure`, :func:`components_figure`,
   :func:`convergence_figure`) and :func:`mark_changes`.
+* :mod:`prolas.report.periods`: the whole series' significant periods against the best
+  model (result.json's ``periods`` block, :func:`periods_block`) and the words on them
+  and on what the search of a long series saw.
 * :mod:`prolas.report.markdown`: report.md and :func:`summary_table`, the CLI's table.
 * :mod:`prolas.report.write`: :func:`write_report` writes result.json, report.md and
   the plots in one directory.

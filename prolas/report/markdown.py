@@ -1,8 +1,10 @@
 """report.md and the CLI's final text table.
 
-* :func:`report_markdown`: report.md: the data and search, the best model (in words,
-  :func:`prolas.report.words.describe_fit`, and its hyperparameters), the top models by
-  BIC, failed evaluations, the test set's metrics and the plots.
+* :func:`report_markdown`: report.md: the data and what the search saw, the best model
+  (in words, :func:`prolas.report.words.describe_fit`, and its hyperparameters), the
+  whole series' significant periods and which the model leaves out
+  (:mod:`prolas.report.periods`), the top models by BIC, failed evaluations, the test
+  set's metrics and the plots.
 * :func:`summary_table`: the CLI's compact table of the top models.
 
 >>> from prolas.records import Evaluation, SearchResult
@@ -18,6 +20,7 @@ from pathlib import Path
 from prolas.data import Dataset
 from prolas.gp import FitResult
 from prolas.records import Evaluation, SearchResult
+from prolas.report.periods import describe_periods, describe_view, left_out, say_period
 from prolas.report.words import describe_fit
 
 __all__ = ["best_fit_points", "report_markdown", "summary_table"]
@@ -108,13 +111,15 @@ def report_markdown(
         f"- search: {s['method']}, seed {s['seed']}, {s['evaluations']} of {s['budget']} "
         f"evaluations, {s['wall_seconds']:.1f} s"
         + (f", checkpoint `{s['checkpoint']}`" if s["checkpoint"] else ""),
+        *([f"- {describe_view(s['searched_on'], dataset)}"] if s.get("searched_on") else []),
         *(
             [
-                f"- searched on {s['searched_on']['n']} evenly spaced points of {dataset.n} "
-                "(the BICs in the tables below are on those points); the best model was then "
-                "refitted on all points"
+                "- **left out:** the best model does not contain the series' significant "
+                "period(s) of "
+                + ", ".join(say_period(e["period"], dataset) for e in left_out(doc["periods"]))
+                + ' (see "Periods in the whole series" below)'
             ]
-            if s.get("searched_on")
+            if left_out(doc.get("periods"))
             else []
         ),
         f"- prolas {doc['prolas_version']}",
@@ -156,6 +161,9 @@ def report_markdown(
                     f"| {i if j == 0 else ''} | {f'{term.variance:.4g}' if j == 0 else ''} "
                     f"| {f.kernel} | {params} |"
                 )
+    if doc.get("periods") is not None:
+        lines += ["", "## Periods in the whole series", ""]
+        lines += describe_periods(doc["periods"], dataset, s.get("searched_on"))
     lines += [
         "",
         f"## Top {top} models by BIC",

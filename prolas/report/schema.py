@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any, NoReturn
 
+import numpy as np
 from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.exceptions import best_match
 
@@ -113,6 +114,8 @@ def result_to_json(
     checkpoint: str | None = None,
     test: dict | None = None,
     searched_indices: Sequence[int] | None = None,
+    searched_on: dict | None = None,
+    periods: dict | None = None,
 ) -> dict:
     """The result.json document (docs/result-json.md) of a finished search.
 
@@ -123,9 +126,14 @@ def result_to_json(
         method, seed, budget, checkpoint: the search block.
         test: optional test block from :func:`test_metrics`.
         searched_indices: positions (in x order) of the points the search ran on when
-            it ran on a subsample (``search.searched_on``; null = all points). ``best``
-            is then the refit on all points and its ``log_likelihood_kind`` says whether
-            that log-likelihood is exact or an approximation's lower bound.
+            it ran on an evenly spaced subsample (``search.searched_on``; null = all
+            points). ``best`` is then the refit on all points and its
+            ``log_likelihood_kind`` says whether that log-likelihood is exact or an
+            approximation's lower bound.
+        searched_on: the whole ``search.searched_on`` block instead
+            (:meth:`prolas.search.view.SearchView.to_json`: evenly spaced points and
+            windows).
+        periods: the ``periods`` block (:func:`prolas.report.periods.periods_block`).
     Returns:
         A dict that ``json.dumps(..., allow_nan=False)`` accepts.
     Raises:
@@ -142,20 +150,35 @@ def result_to_json(
             "evaluations": len(result.history),
             "wall_seconds": json_clean(round(float(result.wall_seconds), 3)),
             "checkpoint": checkpoint,
-            "searched_on": None
-            if searched_indices is None
-            else {
-                "n": len(searched_indices),
-                "rule": "evenly spaced by position in x order",
-                "indices": [int(i) for i in searched_indices],
-            },
+            "searched_on": json_clean(searched_on)
+            if searched_on is not None
+            else _evenly_spaced_block(dataset, searched_indices),
         },
         "best": _best_block(best),
         "history": [history_entry(e) for e in result.history],
     }
+    if periods is not None:
+        doc["periods"] = json_clean(periods)
     if test is not None:
         doc["test"] = json_clean({k: test[k] for k in _TEST_KEYS})
     return doc
+
+
+def _evenly_spaced_block(dataset: Dataset, indices: Sequence[int] | None) -> dict | None:
+    """``search.searched_on`` of a search on the evenly spaced points ``indices`` alone."""
+    if indices is None:
+        return None
+    idx = [int(i) for i in indices]
+    x = dataset.x[idx]
+    return {
+        "n": len(idx),
+        "rule": "evenly spaced by position in x order",
+        "indices": idx,
+        "evenly_spaced": len(idx),
+        "windows": [],
+        "spacing": float(np.median(np.diff(np.unique(x)))),
+        "start_periods": [],
+    }
 
 
 # --- checking -----------------------------------------------------------------------
@@ -301,7 +324,9 @@ def validate_result_json(d: dict) -> None:
     Schema cannot express: ``search.evaluations == len(history)`` within the budget;
     history indices exactly 1..n in order, expressions canonical and distinct,
     ``n_params`` equal to the expression's k; ``search.searched_on.indices`` its ``n``
-    increasing positions inside the data; ``best`` null only when no entry is ok, else
+    increasing positions inside the data, made of its evenly spaced points and windows;
+    ``periods.unexplained`` exactly the significant periods (not harmonics) that no term
+    explains; ``best`` null only when no entry is ok, else
     its BIC the maximum ok BIC of the history (within 1e-9; after a search on a
     subsample, its expression the history's best one) and equal to
     ``log_likelihood - k/2 ln N``; ``best.terms`` in the canonical term order and,
@@ -319,6 +344,32 @@ def validate_result_json(d: dict) -> None:
             and all(a < b for a, b in zip(idx, idx[1:])),
             "search.searched_on.indices",
             f"expected {sub['n']} increasing positions in 0..{data['n'] - 1}",
+        )
+        _check(
+            sub["evenly_spaced"] + sum(w["n"] for w in sub["windows"]) >= sub["n"]
+            and sub["evenly_spaced"] <= sub["n"],
+            "search.searched_on.evenly_spaced",
+            f"{sub['evenly_spaced']} evenly spaced points and windows of "
+            f"{sum(w['n'] for w in sub['windows'])} do not make the {sub['n']} searched",
+        )
+        for i, w in enumerate(sub["windows"]):
+            _check(
+                w["x_start"] <= w["x_end"] and w["n"] <= sub["n"],
+                f"search.searched_on.windows[{i}]",
+                "a window ends before it starts or holds more points than were searched",
+            )
+    if "periods" in d:
+        periods = d["periods"]
+        plain = {e["period"] for e in periods["significant"] if e["harmonic_of"] is None}
+        missing = {
+            e["period"]
+            for e in periods["significant"]
+            if e["harmonic_of"] is None and e["explained_by"] is None
+        }
+        _check(
+            set(periods["unexplained"]) == missing and missing <= plain,
+            "periods.unexplained",
+            "must list exactly the significant periods (not harmonics) with explained_by null",
         )
     _check(
         search["evaluations"] == len(history),

@@ -55,7 +55,8 @@ def _key(expr: Expression | str, digest: str | None) -> str:
 
 
 def scorer_fingerprint(scorer: GPScorer, algorithm: int | None = None) -> str:
-    """SHA-256 (16 hex) of the data values and the fit configuration.
+    """SHA-256 (16 hex) of the data values (with :meth:`prolas.data.Dataset.fit_identity`)
+    and the fit configuration.
 
     ``algorithm``: the fingerprint the same settings had under that version of the
     fitter (:data:`prolas.gp.fit.FIT_ALGORITHM`); 1, the first, did not name itself in
@@ -69,6 +70,11 @@ def scorer_fingerprint(scorer: GPScorer, algorithm: int | None = None) -> str:
     h = hashlib.sha256()
     h.update(scorer.dataset.x.tobytes())
     h.update(scorer.dataset.y.tobytes())
+    # a search view's floors and starting periods (nothing for an ordinary data set, so
+    # the fingerprints of caches written before views existed are unchanged)
+    identity = scorer.dataset.fit_identity()
+    if identity:
+        h.update(json.dumps(identity, sort_keys=True).encode())
     h.update(json.dumps(key, sort_keys=True).encode())
     return h.hexdigest()[:16]
 

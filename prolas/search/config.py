@@ -22,14 +22,16 @@ from prolas.limits import (
     LATENT_SURROGATES,
     LENGTHSCALE_FLOOR,
     SEARCH_POINTS,
+    SEARCH_WINDOWS,
     WARM_FITS,
     WARM_START,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.data import Dataset
+    from prolas.search.view import SearchView
 
-__all__ = ["METHODS", "SearchConfig", "search_data"]
+__all__ = ["METHODS", "SearchConfig", "search_data", "search_view"]
 
 METHODS = ("prolas", "cks", "random", "structural")
 
@@ -67,6 +69,9 @@ class SearchConfig:
         search_points: longer series are searched on this many evenly spaced points
             (exact GPs; :meth:`Dataset.thinned`) and the best model is then refitted on
             all points (:func:`prolas.pipeline.refit`); 0 searches on all points.
+        search_windows: besides them, the search of a longer series sees at most this
+            many dense windows, one per significant period of the full series that the
+            evenly spaced points cannot resolve (:mod:`prolas.search.view`); 0: none.
         lengthscale_floor: SE and RQ lengthscales of every fit are at least this many
             median input spacings (:attr:`prolas.gp.FitConfig.lengthscale_floor`).
         warm_fits: each new expression's fit also starts from the fitted
@@ -95,6 +100,7 @@ class SearchConfig:
     latent_surrogate: str = "ot"
     warm_start: int = WARM_START
     search_points: int = SEARCH_POINTS
+    search_windows: int = SEARCH_WINDOWS
     lengthscale_floor: float = LENGTHSCALE_FLOOR
     warm_fits: bool = WARM_FITS
     nested: bool = True
@@ -114,6 +120,10 @@ class SearchConfig:
             object.__setattr__(self, "base_kernels", _base_kernel_set(self.base_kernels))
         if self.search_points != 0 and self.search_points < 20:
             raise ProlasError("--search-points must be 0 (all points) or at least 20")
+        if isinstance(self.search_windows, bool) or not isinstance(self.search_windows, int):
+            raise ProlasError(f"--search-windows must be an integer, got {self.search_windows!r}")
+        if self.search_windows < 0:
+            raise ProlasError("--search-windows must be 0 (no windows) or more")
         _ = self.fit_config  # FitConfig checks the lengthscale floor
         if self.latent_surrogate not in LATENT_SURROGATES:
             raise ProlasError(f"--latent-surrogate must be one of {', '.join(LATENT_SURROGATES)}")
@@ -150,9 +160,21 @@ def _base_kernel_set(names) -> tuple[str, ...]:
     return out
 
 
+def search_view(dataset: Dataset, config: SearchConfig) -> SearchView | None:
+    """What the search of a series longer than ``config.search_points`` sees: the evenly
+    spaced points and the dense windows (:class:`prolas.search.view.SearchView`, made
+    once per Dataset object and settings); ``None`` when it runs on all points."""
+    if not (config.search_points and dataset.n > config.search_points):
+        return None
+    from prolas.search.view import cached_view
+
+    return cached_view(dataset, config.search_points, config.search_windows)
+
+
 def search_data(dataset: Dataset, config: SearchConfig) -> Dataset:
-    """The points a search runs on: all of them, or an evenly spaced subsample of
-    ``config.search_points`` (same standardisation, so its fits hold for all points)."""
-    if config.search_points and dataset.n > config.search_points:
-        return dataset.thinned(config.search_points)
-    return dataset
+    """The points a search runs on: all of them, or the view of a longer series
+    (:func:`search_view`: ``config.search_points`` evenly spaced points plus dense windows
+    for short periods, with the full series' standardisation, so its fits hold for all
+    points)."""
+    view = search_view(dataset, config)
+    return dataset if view is None else view.dataset

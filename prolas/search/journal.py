@@ -128,9 +128,12 @@ def fingerprint(dataset: Dataset, config: SearchConfig) -> dict[str, Any]:
         fp["nested"] = False
     from prolas.search.config import search_data
 
-    searched = search_data(dataset, config).n
-    if searched < dataset.n:  # a subsample search scores other data than a full one
-        fp["searched_points"] = int(searched)
+    view = search_data(dataset, config)
+    if view.n < dataset.n:  # a subsample search scores other data than a full one
+        fp["searched_points"] = int(view.n)
+    identity = view.fit_identity()
+    if identity:  # a view's windows' floor and starting periods (absent: a plain thinning)
+        fp["search_view"] = identity
     if config.method == "cks":
         fp["depth"] = int(config.depth)
         if config.change:  # absent when off, so journals written before it still resume

@@ -28,8 +28,10 @@ from prolas.data import Dataset, extrapolation_split
 from prolas.expr import BASE_KERNELS, CHANGE_FACTORS, factor_shape_params, parse
 from prolas.gp import FitConfig, GPScorer, fit_gp
 from prolas.records import HISTORY_KEYS, Evaluation, Score, SearchResult
+from prolas.report.periods import periods_block
 from prolas.report.schema import RESULT_SCHEMA_FILE
 from prolas.search.evaluator import Evaluator, TableScorer
+from prolas.search.view import build_view
 
 SCHEMA_PATH = ROOT / "prolas" / RESULT_SCHEMA_FILE
 
@@ -55,6 +57,15 @@ class FailOn:
         if str(expr) == self.fail:
             return Score.failed(expr, "Cholesky failed in every restart (synthetic)")
         return self.inner(expr)
+
+
+def _weekly(n: int = 600) -> Dataset:
+    """Daily-like points with a weekly cycle: too short a period for 60 evenly spaced
+    points, so a search of it on them sees a window (prolas.search.view)."""
+    rng = np.random.default_rng(2)
+    x = np.arange(n, dtype=np.float64)
+    y = 0.01 * x + np.sin(2 * np.pi * x / 7.0) + 0.3 * rng.normal(size=n)
+    return Dataset.from_arrays(x, y, name="weekly", path="weekly.csv")
 
 
 def _series(n: int = 48) -> Dataset:
@@ -83,6 +94,7 @@ def documents() -> dict[str, dict]:
             seed=0,
             budget=6,
             test=report.test_metrics(best, train, test),
+            periods=periods_block(train, best),
         )
     }
     # the change-point model alone, as the best of a one-entry search
@@ -101,6 +113,24 @@ def documents() -> dict[str, dict]:
     refit = fit_gp(res.best.expression, full, restarts=1, init=res.best.fit)
     docs["subsample"] = report.result_to_json(
         full, res, refit, method="manual", seed=0, budget=3, searched_indices=list(sub)
+    )
+    # a long series searched on its view: evenly spaced points and a window for the
+    # weekly period they cannot resolve; the model (no periodic term) leaves it out
+    weekly = _weekly()
+    view = build_view(weekly, 60, 2)
+    ev = Evaluator(GPScorer(view.dataset, FitConfig(restarts=1)), budget=3)
+    ev.evaluate_many([parse("SE"), parse("LIN")])
+    res = ev.result("manual", 0)
+    refit = fit_gp(res.best.expression, weekly, restarts=1, init=res.best.fit)
+    docs["view"] = report.result_to_json(
+        weekly,
+        res,
+        refit,
+        method="manual",
+        seed=0,
+        budget=3,
+        searched_on=view.to_json(),
+        periods=periods_block(weekly, refit, hidden=[p.period for p in view.hidden]),
     )
     ev = Evaluator(TableScorer({}, fail=frozenset({"SE", "PER"})), budget=2)
     ev.evaluate_many([parse("SE"), parse("PER")])
@@ -124,7 +154,7 @@ def test_schema_ships_as_package_data() -> None:
 
 
 @pytest.mark.parametrize(
-    "kind", ["ok, failed and test", "change operators", "subsample", "every fit failed"]
+    "kind", ["ok, failed and test", "change operators", "subsample", "view", "every fit failed"]
 )
 def test_every_kind_of_document_validates(documents, schema, kind) -> None:
     doc = json.loads(json.dumps(documents[kind], allow_nan=False))  # as written to disk
@@ -143,6 +173,13 @@ def test_documents_cover_every_block(documents) -> None:
     assert {"CP_BEFORE", "CP_AFTER", "LIN", "PER"} <= kinds
     assert documents["subsample"]["search"]["searched_on"]["n"] == 20
     assert documents["every fit failed"]["best"] is None
+    view = documents["view"]["search"]["searched_on"]
+    assert view["evenly_spaced"] == 60 and len(view["windows"]) == 1
+    assert view["windows"][0]["period"] == pytest.approx(7.0, rel=0.01)
+    assert view["spacing"] == 1.0 and view["n"] > 60
+    periods = documents["view"]["periods"]
+    assert periods["unexplained"] == [periods["significant"][0]["period"]]
+    assert periods["significant"][0]["explained_by"] is None
 
 
 def test_committed_benchmark_histories_validate(schema) -> None:
@@ -216,6 +253,14 @@ def _extra_history_key(d: dict) -> None:
     d["history"][0]["note"] = "x"
 
 
+def _window_without_period(d: dict) -> None:
+    del d["search"]["searched_on"]["windows"][0]["period"]
+
+
+def _period_not_a_number(d: dict) -> None:
+    d["periods"]["significant"][0]["share"] = "18 %"
+
+
 OK_FAILED, CHANGE = "ok, failed and test", "change operators"
 SCHEMA_BROKEN = [
     ("missing key", OK_FAILED, _pop_key, "search: missing key 'budget'"),
@@ -227,6 +272,8 @@ SCHEMA_BROKEN = [
     ("unknown kernel", CHANGE, _unknown_kernel, "factors[0].kernel: expected"),
     ("extra shape parameter", CHANGE, _extra_shape_param, "unexpected key 'period'"),
     ("negative period", CHANGE, _negative_lengthscale, ".period: expected a number > 0"),
+    ("window without its period", "view", _window_without_period, "missing key 'period'"),
+    ("share not a number", "view", _period_not_a_number, "share: expected a number"),
 ]
 
 
@@ -243,6 +290,24 @@ def test_schema_rejects_broken_documents(documents, schema, name, kind, change, 
     with pytest.raises(ValueError, match="result.json") as info:
         report.validate_result_json(doc)
     assert message in str(info.value)
+
+
+def test_validator_checks_what_the_periods_and_the_view_must_agree_on(documents) -> None:
+    """Beyond the schema: the unexplained periods are exactly the fundamentals no term
+    explains, and the searched points are the evenly spaced ones and the windows'."""
+    doc = copy.deepcopy(documents["view"])
+    doc["periods"]["unexplained"] = []
+    with pytest.raises(ValueError, match=r"periods\.unexplained: must list exactly"):
+        report.validate_result_json(doc)
+    doc = copy.deepcopy(documents["view"])
+    doc["search"]["searched_on"]["windows"] = []
+    with pytest.raises(ValueError, match=r"searched_on\.evenly_spaced: .* do not make"):
+        report.validate_result_json(doc)
+    doc = copy.deepcopy(documents["view"])
+    w = doc["search"]["searched_on"]["windows"][0]
+    w["x_start"], w["x_end"] = w["x_end"], w["x_start"]
+    with pytest.raises(ValueError, match=r"windows\[0\]: a window ends before it starts"):
+        report.validate_result_json(doc)
 
 
 def test_non_finite_number_is_named(documents) -> None:
@@ -276,13 +341,20 @@ def test_history_entry_block_is_history_keys(schema) -> None:
 def test_blocks_match_what_the_code_writes(documents, schema) -> None:
     doc = documents["ok, failed and test"]
     defs = schema["$defs"]
-    assert list(schema["properties"]) == [*doc, *(() if "test" in doc else ("test",))]
+    assert list(schema["properties"]) == list(doc)  # every block, the optional ones too
     for block in ("data", "search", "best", "test"):
         assert list(defs[block]["properties"]) == list(doc[block]), block
         assert set(defs[block]["required"]) == set(doc[block]), block
-    assert list(defs["searched_on"]["properties"]) == list(
-        documents["subsample"]["search"]["searched_on"]
-    )
+    for kind in ("subsample", "view"):
+        searched_on = documents[kind]["search"]["searched_on"]
+        assert list(defs["searched_on"]["properties"]) == list(searched_on), kind
+        assert set(defs["searched_on"]["required"]) == set(searched_on), kind
+    view = documents["view"]
+    assert list(defs["window"]["properties"]) == list(view["search"]["searched_on"]["windows"][0])
+    assert list(defs["periods"]["properties"]) == list(view["periods"])
+    assert set(defs["periods"]["required"]) == set(view["periods"])
+    assert list(defs["period"]["properties"]) == list(view["periods"]["significant"][0])
+    assert set(defs["period"]["required"]) == set(view["periods"]["significant"][0])
 
 
 def test_factor_blocks_are_the_kernels_shape_parameters(schema) -> None:

@@ -1,0 +1,220 @@
+"""What the search of a long series sees: evenly spaced points, plus a dense window for
+each significant period of the full series that they cannot resolve.
+
+A series longer than ``--search-points M`` is searched on M evenly spaced points
+(:meth:`prolas.data.Dataset.thinned`), spaced ``Δ_M``. A period ``p < 2 Δ_M`` lies below
+their Nyquist floor and no search on them can find it; one below
+:data:`RESOLVED_SPACINGS` ``Δ_M`` is seen only as a few points per cycle. So, before the
+search, the whole series is scanned (:func:`prolas.spectrum.scan_dataset`, O(N log N)), and
+for each significant period ``p < RESOLVED_SPACINGS Δ_M`` (strongest first, at most
+``--search-windows`` of them) the search also sees a **window**: the points of a
+contiguous stretch :data:`WINDOW_CYCLES` ``p`` long in the middle of the series, thinned
+evenly to at most :data:`WINDOW_POINTS_PER_CYCLE` per cycle. The search then fits one
+data set, the union of the evenly spaced points and the windows (:class:`SearchView`):
+
+* **Floors.** Δ (the period floor 2Δ and the lengthscale floor, docs/conventions.md) is
+  the spacing of the densest window, not the union's median spacing (which the evenly
+  spaced points dominate): the window resolves the short period, so the fit may use it
+  (:attr:`prolas.data.Dataset.fixed_spacing`). Without windows Δ is the evenly spaced
+  points' own.
+* **Starting periods.** Every fit on the view also starts from the full series'
+  significant periods (:attr:`prolas.data.Dataset.period_hints`), those at or above the
+  view's floor: measured on all N points they are far sharper than a periodogram of the
+  few hundred points fitted.
+* **Standardisation.** The full series' (``y_mean``, ``y_std``), as for any subsample, so
+  the hyperparameters fitted on the view are valid starting values on all points.
+
+Both the floors and the starting periods are inputs of the fits, so they belong to the
+view's identity (:meth:`prolas.data.Dataset.fit_identity`: fit caches, journals).
+
+The view's ``to_json`` is result.json's ``search.searched_on`` block (docs/result-json.md);
+which option was measured against which is in docs/long-series.md and
+benchmarks/results/long_series/README.md.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from prolas.data import Dataset
+from prolas.spectrum import Peak, Spectrum, scan_dataset
+
+__all__ = [
+    "EVENLY_SPACED_RULE",
+    "RESOLVED_SPACINGS",
+    "SearchView",
+    "WINDOW_CYCLES",
+    "WINDOW_POINTS_PER_CYCLE",
+    "Window",
+    "build_view",
+    "cached_view",
+    "view_message",
+]
+
+#: A period is resolved by evenly spaced points when it spans at least this many of
+#: their spacings (Nyquist is 2).
+RESOLVED_SPACINGS = 4.0
+#: A window covers this many cycles of its period ...
+WINDOW_CYCLES = 8
+#: ... sampled evenly (by position) at no more than this many points per cycle.
+WINDOW_POINTS_PER_CYCLE = 16
+#: ``searched_on.rule`` of the evenly spaced points.
+EVENLY_SPACED_RULE = "evenly spaced by position in x order"
+
+
+@dataclass(frozen=True)
+class Window:
+    """A contiguous stretch of the series that the search sees densely.
+
+    Attributes:
+        period: the full series' significant period it is there for (x's units).
+        indices: its points' positions in the full data (x order, increasing).
+        x_start, x_end: the first and last input of the window.
+        spacing: the median spacing of its points.
+    """
+
+    period: float
+    indices: np.ndarray
+    x_start: float
+    x_end: float
+    spacing: float
+
+    @property
+    def n(self) -> int:
+        return int(self.indices.size)
+
+    def to_json(self) -> dict:
+        return {
+            "period": float(self.period),
+            "n": self.n,
+            "x_start": float(self.x_start),
+            "x_end": float(self.x_end),
+            "spacing": float(self.spacing),
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class SearchView:
+    """The points a search of a long series fits, and why (module docstring).
+
+    Attributes:
+        dataset: the union of the evenly spaced points and the windows, with the full
+            series' standardisation, floors and starting periods: what every fit of the
+            search is on.
+        indices: its points' positions in the full data (increasing).
+        evenly_spaced: how many evenly spaced points the view holds.
+        spacing: the evenly spaced points' median spacing ``Δ_M``.
+        windows: the dense windows, strongest period first.
+        spectrum: the scan of the full series.
+        hidden: significant periods of the full series that the view cannot resolve
+            (below ``RESOLVED_SPACINGS Δ_M`` and given no window: ``--search-windows``).
+    """
+
+    dataset: Dataset
+    indices: np.ndarray
+    evenly_spaced: int
+    spacing: float
+    windows: tuple[Window, ...]
+    spectrum: Spectrum
+    hidden: tuple[Peak, ...] = ()
+
+    @property
+    def rule(self) -> str:
+        if not self.windows:
+            return EVENLY_SPACED_RULE
+        return f"{EVENLY_SPACED_RULE}, plus contiguous windows for short periods"
+
+    def to_json(self) -> dict:
+        """result.json's ``search.searched_on`` block."""
+        return {
+            "n": int(self.indices.size),
+            "rule": self.rule,
+            "indices": [int(i) for i in self.indices],
+            "evenly_spaced": int(self.evenly_spaced),
+            "windows": [w.to_json() for w in self.windows],
+            "spacing": float(self.dataset.spacing),
+            "start_periods": [float(p) for p in self.dataset.period_hints],
+        }
+
+
+def _window(dataset: Dataset, period: float) -> Window:
+    """The window for ``period``: :data:`WINDOW_CYCLES` periods in the middle of the
+    series (all of it when shorter), thinned by position to at most
+    :data:`WINDOW_POINTS_PER_CYCLE` points per cycle."""
+    x = dataset.x
+    length = WINDOW_CYCLES * period
+    centre = 0.5 * (x[0] + x[-1])
+    lo = min(max(centre - 0.5 * length, x[0]), max(x[-1] - length, x[0]))
+    first = int(np.searchsorted(x, lo, side="left"))
+    last = int(np.searchsorted(x, lo + length, side="right")) - 1
+    last = max(last, first + 1)
+    span_idx = np.arange(first, last + 1)
+    most = WINDOW_CYCLES * WINDOW_POINTS_PER_CYCLE
+    if span_idx.size > most:
+        span_idx = first + np.unique(np.linspace(0, span_idx.size - 1, most).round().astype(int))
+    xs = np.unique(x[span_idx])
+    spacing = float(np.median(np.diff(xs))) if xs.size > 1 else float(dataset.spacing)
+    return Window(period, span_idx, float(x[span_idx[0]]), float(x[span_idx[-1]]), spacing)
+
+
+def build_view(dataset: Dataset, search_points: int, search_windows: int) -> SearchView:
+    """The view of ``dataset`` for a search on ``search_points`` evenly spaced points and
+    at most ``search_windows`` windows (module docstring). ``dataset`` must be longer
+    than ``search_points``."""
+    base = dataset.spaced_indices(search_points)
+    sparse = float(np.median(np.diff(np.unique(dataset.x[base]))))
+    spectrum = scan_dataset(dataset)
+    full_spacing = dataset.spacing
+    short = [
+        p
+        for p in spectrum.fundamentals
+        if p.period < RESOLVED_SPACINGS * sparse and p.period >= 2.0 * full_spacing
+    ]
+    windows = tuple(_window(dataset, p.period) for p in short[: max(int(search_windows), 0)])
+    hidden = tuple(short[len(windows) :])
+    indices = np.unique(np.concatenate([base, *(w.indices for w in windows)]))
+    spacing = min([w.spacing for w in windows], default=sparse)
+    floor = 2.0 * spacing
+    hints = tuple(p.period for p in spectrum.fundamentals if p.period >= floor)
+    if windows:
+        many = "s" * (len(windows) != 1)
+        parts = f"{base.size} evenly spaced and {len(windows)} window{many}"
+        name = f"{dataset.name} (searched on {indices.size} of {dataset.n}: {parts})"
+    else:  # the name a plain thinning has always had
+        name = f"{dataset.name} (thinned to {indices.size} of {dataset.n})"
+    view = dataset.take(indices, name).with_fit_hints(spacing if windows else None, hints)
+    return SearchView(view, indices, int(base.size), sparse, windows, spectrum, hidden)
+
+
+_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def cached_view(dataset: Dataset, search_points: int, search_windows: int) -> SearchView:
+    """:func:`build_view`, made once per Dataset object and settings (the pipeline, the
+    journal, the report and the forecast all ask for it)."""
+    views = _VIEWS.setdefault(dataset, {})
+    key = (int(search_points), int(search_windows))
+    if key not in views:
+        views[key] = build_view(dataset, search_points, search_windows)
+    return views[key]
+
+
+def view_message(view: SearchView, dataset: Dataset) -> str:
+    """The line ``prolas fit`` prints before a search on a view."""
+    text = (
+        f"searching on {view.indices.size} of {dataset.n} points: "
+        f"{view.evenly_spaced} evenly spaced"
+    )
+    if view.windows:
+        periods = ", ".join(f"{w.period:.4g}" for w in view.windows)
+        text += (
+            f" and {len(view.windows)} dense window(s) for the full series' period(s) "
+            f"{periods} that they cannot resolve"
+        )
+    if view.hidden:
+        periods = ", ".join(f"{p.period:.4g}" for p in view.hidden)
+        text += f"; the search cannot see the significant period(s) {periods} (--search-windows)"
+    return text + "; the best model is then refitted on all points"
