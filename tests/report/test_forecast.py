@@ -397,13 +397,15 @@ def test_cli_mixture_line_says_its_weights_rank_a_thinned_search_on_all_points(
     import re
 
     # a random walk's 30-point thinning ranks PER first (seed 3, 200 points); all 200
-    # points rank RQ far above it. Airline's 120-point thinning and all points agree on PER
-    # (a yearly period; its 60-point thinning ranks LIN first, all points do not).
-    walk = tmp_path / "walk.csv"
+    # points rank RQ far above it. A straight line's 30-point thinning and all points agree
+    # on LIN (weight 1.00 at data seeds 0-2; airline's thinnings flip with the fitter).
+    walk, line_csv = tmp_path / "walk.csv", tmp_path / "line.csv"
     y = np.cumsum(np.random.default_rng(3).normal(size=200))
     pd.DataFrame({"x": np.arange(200.0), "y": y}).to_csv(walk, index=False)
+    y = 0.05 * np.arange(200.0) + np.random.default_rng(0).normal(size=200)
+    pd.DataFrame({"x": np.arange(200.0), "y": y}).to_csv(line_csv, index=False)
     reordered = []
-    for data, n, budget, points in ((AIRLINE_TRAIN, 129, "3", "120"), (str(walk), 200, "6", "30")):
+    for data, n, budget, points in ((str(line_csv), 200, "3", "30"), (str(walk), 200, "6", "30")):
         out = tmp_path / Path(data).stem
         args = ["fit", data, *QUICK_CKS, "--budget", budget, "--search-points", points]
         argv = [*args, "--horizon", "6", "--forecast", "bma", "--forecast-models", "3"]
