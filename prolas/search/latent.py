@@ -579,9 +579,12 @@ class _ExpressionGP:
             warnings.simplefilter("ignore", NumericsWarning)
             warnings.simplefilter("ignore", gpytorch.utils.warnings.NumericalWarning)
             try:
+                train = self.model.encode_expressions(keys)
+                # the distances of every candidate to the training expressions, kept densely
+                self.model.registry.anchor(train[:, 0].long().tolist())
                 fit = fit_surrogate(
                     self.model.new_kernel(),
-                    self.model.encode_expressions(keys),
+                    train,
                     lls,
                     max_iter=50,
                     init=self.hypers,

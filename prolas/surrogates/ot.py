@@ -363,40 +363,58 @@ def _distances_from(
 ) -> list[tuple[float, float]]:
     """``(d, d_bar)`` between ``g`` and each of ``others``: G1 = g (``g1_rows``) or
     G1 = the other graph. The node costs of all pairs come from one broadcast over the
-    others' concatenated nodes (a PROLAS step scores ~600 new expressions against
-    every evaluated one); each pair then solves its own small transport program. The
-    orientation is kept because the solver's cost is exact only up to rounding."""
-    lg, mg, pg = g.support
-    sup = [o.support for o in others]
-    lo = np.concatenate([s[0] for s in sup])
-    po = np.concatenate([s[2] for s in sup])
+    others' concatenated nodes (:func:`_node_costs`), then :func:`_solve_batch`."""
+    if not others:
+        return []
+    lg, _, pg = g.support
+    lo = np.concatenate([o.support[0] for o in others])
+    po = np.concatenate([o.support[2] for o in others])
     if g1_rows:
-        costs = _node_costs(lg, pg, lo, po, nu_str, lm)
+        costs = _node_costs(lg, pg, lo, po, nu_str, lm)  # ng x (sum of sizes)
     else:
-        costs = _node_costs(lo, po, lg, pg, nu_str, lm)
-    out: list[tuple[float, float]] = []
-    start = 0
+        costs = _node_costs(lo, po, lg, pg, nu_str, lm).T  # transposed view, same values
+    return _solve_batch(g, others, costs, g1_rows)
+
+
+def _solve_batch(
+    g: ExpressionGraph, others: list[ExpressionGraph], costs: np.ndarray, g1_rows: bool
+) -> list[tuple[float, float]]:
+    """``(d, d_bar)`` of ``g`` against each of ``others`` from their node costs
+    ``costs`` (``g``'s support nodes x the others' concatenated support nodes, whatever
+    the orientation). The padded cost matrices and marginals of all others of one
+    support size are built as one array, so the loop over pairs only calls the transport
+    solver. The orientation is kept because the solver's cost is exact only up to
+    rounding: a pair's value is the same to the bit in any batch."""
+    _, mg, _ = g.support
+    sup = [o.support for o in others]
+    sizes = np.fromiter((len(s[1]) for s in sup), dtype=np.int64, count=len(sup))
+    mo = np.concatenate([s[1] for s in sup])
+    tmo = np.fromiter((o.total_mass for o in others), dtype=np.float64, count=len(others))
     tmg = g.total_mass
-    for other, (_, mo, _) in zip(others, sup):
-        stop = start + len(mo)
-        tmo = other.total_mass
-        if g1_rows:
-            m1, m2, tm1, tm2, block = mg, mo, tmg, tmo, costs[:, start:stop]
-        else:
-            m1, m2, tm1, tm2, block = mo, mg, tmo, tmg, costs[start:stop]
-        start = stop
-        n1, n2 = len(m1), len(m2)
+    ng = len(mg)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    d = np.empty(len(others))
+    for size in np.unique(sizes).tolist():
+        ks = np.nonzero(sizes == size)[0]
+        cols = offsets[ks][:, None] + np.arange(size)  # k x size
+        block = costs[:, cols].transpose(1, 0, 2)  # k x ng x size
+        n1, n2 = (ng, size) if g1_rows else (size, ng)
         # nodes on the rows/columns plus one dummy each (unit cost to leave mass unmatched)
-        c = np.ones((n1 + 1, n2 + 1))
-        c[n1, n2] = 0.0
-        c[:n1, :n2] = block
-        a = np.empty(n1 + 1)
-        a[:n1], a[n1] = m1, tm2
-        b = np.empty(n2 + 1)
-        b[:n2], b[n2] = m2, tm1
-        d = max(_emd_cost(a, b, c), 0.0)
-        out.append((d, d / (tm1 + tm2)))
-    return out
+        c = np.ones((len(ks), n1 + 1, n2 + 1))
+        c[:, n1, n2] = 0.0
+        c[:, :n1, :n2] = block if g1_rows else block.transpose(0, 2, 1)
+        a = np.empty((len(ks), n1 + 1))
+        b = np.empty((len(ks), n2 + 1))
+        if g1_rows:
+            a[:, :n1], a[:, n1] = mg, tmo[ks]
+            b[:, :n2], b[:, n2] = mo[cols], tmg
+        else:
+            a[:, :n1], a[:, n1] = mo[cols], tmg
+            b[:, :n2], b[:, n2] = mg, tmo[ks]
+        for r, k in enumerate(ks.tolist()):
+            d[k] = max(_emd_cost(a[r], b[r], c[r]), 0.0)
+    total = (tmg + tmo) if g1_rows else (tmo + tmg)
+    return list(zip(d.tolist(), (d / total).tolist()))
 
 
 def _emd_cost(a: np.ndarray, b: np.ndarray, cost: np.ndarray) -> float:
@@ -421,6 +439,14 @@ def _emd_cost(a: np.ndarray, b: np.ndarray, cost: np.ndarray) -> float:
 class ExpressionRegistry:
     """Expression graphs by index, with a cache of pairwise (d, d_bar).
 
+    A pair's value never changes, so each is computed once (:func:`_distances_from`, G1
+    the graph of the smaller index). Pairs are kept in a dictionary, except pairs with an
+    *anchor*: :meth:`anchor` declares indices (a surrogate's training expressions)
+    whose distances to every registered expression are kept in dense arrays, so that the
+    ``m x n`` block between candidates and anchors is gathered in one indexing operation
+    and its missing entries are found and filled one anchor column at a time. Every value
+    is the same to the bit whichever store holds it.
+
     >>> reg = ExpressionRegistry()
     >>> i, j = reg.index("SE"), reg.index("SE + PER")
     >>> reg.distances([i], [i])[0].item()
@@ -433,28 +459,150 @@ class ExpressionRegistry:
         self.graphs: list[ExpressionGraph] = []
         self._index: dict[str, int] = {}
         self._cache: dict[tuple[int, int], tuple[float, float]] = {}
+        self._anchor_pos: dict[int, int] = {}
+        self._anchors: list[int] = []
+        # (d, d_bar) x registered index x anchor position; NaN = not computed yet
+        self._dense = np.full((2, 0, 0), np.nan)
+        # node types (label, path lengths) of the graphs' supports, and c between types
+        self._type_of: dict[tuple, int] = {}
+        self._type_labels = np.zeros(0, dtype=np.int64)  # by capacity, as the two below
+        self._type_paths = np.zeros((0, 6))
+        self._type_costs = np.zeros((0, 0))
+        self._types: list[np.ndarray] = []  # per graph: the type of each support node
 
     def __len__(self) -> int:
         return len(self.graphs)
 
     def index(self, expr: Expression | str) -> int:
         """Index of an expression (registered on first use), by canonical string."""
+        idx = self._index.get(str(expr))  # a registered key is a canonical string
+        if idx is not None:
+            return idx
         if isinstance(expr, str):
             expr = parse(expr)
         key = str(expr)
         idx = self._index.get(key)
         if idx is None:
             idx = len(self.graphs)
-            self.graphs.append(expression_graph(expr, self.config))
+            graph = expression_graph(expr, self.config)
+            self.graphs.append(graph)
+            self._types.append(self._node_types(graph))
             self._index[key] = idx
         return idx
+
+    def _node_types(self, graph: ExpressionGraph) -> np.ndarray:
+        """The type of each support node of ``graph``; new types extend the table of
+        node costs c(s, t) between types (computed by :func:`_node_costs`, so a pair's
+        costs gathered from the table equal the broadcast's to the bit)."""
+        labels, _, paths = graph.support
+        out = np.empty(len(labels), dtype=np.int64)
+        n = old = len(self._type_of)
+        for k, (lab, row) in enumerate(zip(labels.tolist(), paths)):
+            key = (lab, row.tobytes())
+            t = self._type_of.get(key)
+            if t is None:
+                t = self._type_of[key] = n
+                if n == len(self._type_labels):  # capacities double
+                    cap = max(2 * n, 64)
+                    self._type_labels = np.resize(self._type_labels, cap)
+                    self._type_paths = np.resize(self._type_paths, (cap, 6))
+                    table = np.empty((cap, cap))
+                    table[:n, :n] = self._type_costs[:n, :n]
+                    self._type_costs = table
+                self._type_labels[n], self._type_paths[n] = lab, row
+                n += 1
+            out[k] = t
+        if n > old:
+            lab, paths = self._type_labels[:n], self._type_paths[:n]
+            nu, t = self.config.nu_str, self._type_costs
+            t[old:n, :n] = _node_costs(lab[old:], paths[old:], lab, paths, nu, self._lm)
+            t[:old, old:n] = _node_costs(
+                lab[:old], paths[:old], lab[old:], paths[old:], nu, self._lm
+            )
+        return out
 
     def indices(self, exprs: Iterable[Expression | str]) -> list[int]:
         return [self.index(e) for e in exprs]
 
+    # --- anchors -----------------------------------------------------------------------
+    def anchor(self, idx: Iterable[int]) -> None:
+        """Keep the distances of these indices to every registered expression in dense
+        arrays (module docstring of the class); anchors stay anchors."""
+        for j in dict.fromkeys(int(i) for i in idx):
+            if j in self._anchor_pos:
+                continue
+            if not 0 <= j < len(self.graphs):
+                raise IndexError(f"no expression {j} in the registry")
+            self._grow(len(self.graphs), len(self._anchors) + 1)
+            pos = len(self._anchors)
+            self._anchors.append(j)
+            self._anchor_pos[j] = pos
+            self._dense[:, j, pos] = 0.0
+            old = np.asarray(self._anchors[:-1], dtype=np.int64)
+            if len(old):  # a pair with an older anchor is known from its column
+                known = self._dense[:, j, :pos]
+                self._dense[:, old, pos] = known
+            if self._cache:  # pairs computed before j became an anchor
+                for (a, b), v in self._cache.items():
+                    if j in (a, b):
+                        self._dense[:, b if a == j else a, pos] = v
+
+    @property
+    def anchors(self) -> tuple[int, ...]:
+        return tuple(self._anchors)
+
+    def _grow(self, rows: int, cols: int) -> None:
+        """Make the dense store at least ``rows x cols`` (doubling rows, 64 more anchors)."""
+        _, r0, c0 = self._dense.shape
+        if rows <= r0 and cols <= c0:
+            return
+        r1 = max(r0, 64) if rows <= r0 else max(2 * r0, rows, 64)
+        c1 = c0 if cols <= c0 else max(c0 + 64, cols)
+        dense = np.full((2, r1, c1), np.nan)
+        dense[:, :r0, :c0] = self._dense
+        self._dense = dense
+
+    def _anchored(self, rows: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+        """``2 x len(rows) x len(anchors)`` (d, d_bar), filling what is missing."""
+        self._grow(len(self.graphs), len(self._anchors))
+        pos = np.asarray([self._anchor_pos[j] for j in anchors.tolist()], dtype=np.int64)
+        block = self._dense[:, rows[:, None], pos[None, :]]
+        missing = np.isnan(block[0])
+        if missing.any():
+            for col in np.nonzero(missing.any(axis=0))[0].tolist():
+                self._fill_anchor(int(anchors[col]), rows[missing[:, col]])
+            block = self._dense[:, rows[:, None], pos[None, :]]
+        return block
+
+    def _fill_anchor(self, j: int, need: np.ndarray) -> None:
+        """Compute the pairs ``(i, j)`` for ``i`` in ``need`` (none equal to the anchor
+        ``j``), in two batches: ``i > j`` (graph j is G1) and ``i < j`` (graph i is G1)."""
+        g, pos = self.graphs[j], self._anchor_pos[j]
+        for side, g1_rows in ((need[need > j], True), (need[need < j], False)):
+            if not len(side):
+                continue
+            others = side.tolist()
+            types = np.concatenate([self._types[i] for i in others])
+            if g1_rows:
+                costs = self._type_costs[self._types[j]][:, types]
+            else:
+                costs = self._type_costs[types][:, self._types[j]].T
+            rows = _solve_batch(g, [self.graphs[i] for i in others], costs, g1_rows)
+            vals = np.asarray(rows, dtype=np.float64).T  # 2 x len(side)
+            self._dense[:, side, pos] = vals
+            for i, v in zip(side.tolist(), vals.T):  # the symmetric entries of anchors
+                p = self._anchor_pos.get(i)
+                if p is not None:
+                    self._dense[:, j, p] = v
+
+    # --- pairs -------------------------------------------------------------------------
     def pair(self, i: int, j: int) -> tuple[float, float]:
         if i == j:
             return 0.0, 0.0
+        if j in self._anchor_pos or i in self._anchor_pos:
+            row, anchor = (i, j) if j in self._anchor_pos else (j, i)
+            d, db = self._anchored(np.asarray([row]), np.asarray([anchor]))[:, 0, 0]
+            return float(d), float(db)
         key = (i, j) if i < j else (j, i)
         hit = self._cache.get(key)
         if hit is None:
@@ -468,21 +616,34 @@ class ExpressionRegistry:
         idx2 = np.asarray(idx2, dtype=np.int64).reshape(-1)
         u1, inv1 = np.unique(idx1, return_inverse=True)
         u2, inv2 = np.unique(idx2, return_inverse=True)
+        anchored = self._anchor_pos
+        if len(u2) and all(j in anchored for j in u2.tolist()):
+            block = self._anchored(u1, u2)
+        elif len(u1) and all(i in anchored for i in u1.tolist()):
+            block = self._anchored(u2, u1).transpose(0, 2, 1)
+        else:
+            block = self._from_pairs(u1, u2)
+        return block[0][np.ix_(inv1, inv2)], block[1][np.ix_(inv1, inv2)]
+
+    def _from_pairs(self, u1: np.ndarray, u2: np.ndarray) -> np.ndarray:
+        """``2 x len(u1) x len(u2)`` from the pair dictionary (no anchors involved)."""
         for i in u1.tolist():
             self._fill_row(i, u2.tolist())
-        d = np.zeros((len(u1), len(u2)))
-        db = np.zeros((len(u1), len(u2)))
+        out = np.zeros((2, len(u1), len(u2)))
         for a, i in enumerate(u1.tolist()):
             for b, j in enumerate(u2.tolist()):
-                d[a, b], db[a, b] = self.pair(i, j)
-        return d[np.ix_(inv1, inv2)], db[np.ix_(inv1, inv2)]
+                out[:, a, b] = self.pair(i, j)
+        return out
 
     def _fill_row(self, i: int, js: list[int]) -> None:
         """Cache the pairs ``(i, j)`` not cached yet, in two batches: ``j > i`` (graph
-        i is G1, as :meth:`pair` orders them) and ``j < i`` (graph i is G2)."""
-        cache = self._cache
-        after = [j for j in js if j > i and (i, j) not in cache]
-        before = [j for j in js if j < i and (j, i) not in cache]
+        i is G1, as :meth:`pair` orders them) and ``j < i`` (graph i is G2). Pairs with
+        an anchor are left to :meth:`pair` (the dense store holds them)."""
+        cache, anchored = self._cache, self._anchor_pos
+        if i in anchored:
+            return
+        after = [j for j in js if j > i and j not in anchored and (i, j) not in cache]
+        before = [j for j in js if j < i and j not in anchored and (j, i) not in cache]
         g, nu = self.graphs[i], self.config.nu_str
         if after:
             rows = _distances_from(g, [self.graphs[j] for j in after], nu, self._lm, True)

@@ -450,3 +450,39 @@ def test_registry_distances_equal_pairwise_ot_to_the_bit() -> None:
             assert d2[a, b] == otmann_distance(reg.graphs[i], reg.graphs[j])[0]
     for g in reg.graphs:
         assert np.array_equal(g.paths, _reference_path_lengths(g))
+
+
+def test_anchored_distances_equal_pairwise_ot_to_the_bit() -> None:
+    """Distances kept densely for anchors (a surrogate's training expressions) are the
+    per-pair otmann_distance of the ordered pair to the bit, however the anchors and the
+    pairs arrive: anchors declared in two rounds, a pair cached before its expression
+    became an anchor, blocks asked in either orientation, single pairs."""
+    from prolas.surrogates.ot import otmann_distance
+
+    rng = np.random.default_rng(5)
+    grammar = Grammar.from_file(ROOT / "grammars" / "change.toml")
+    exprs = list(dict.fromkeys(str(grammar.sample(rng)) for _ in range(160)))
+    reg = ExpressionRegistry()
+    idx = reg.indices(exprs)
+    train, cands = idx[60:90], idx
+    early = reg.pair(idx[0], train[3])  # in the pair dictionary before anchoring
+    reg.anchor(train[:12])
+    reg.distances(cands[:40], train[:12])
+    reg.anchor(train)  # more anchors, whose pairs with the first ones are known
+    assert reg.anchors == tuple(train)
+    d, db = reg.distances(cands, train)
+    dt, dbt = reg.distances(train, cands)
+    np.testing.assert_array_equal(d, dt.T)
+    np.testing.assert_array_equal(db, dbt.T)
+    for a, i in enumerate(cands):
+        for b, j in enumerate(train):
+            g1, g2 = reg.graphs[min(i, j)], reg.graphs[max(i, j)]
+            ref = (0.0, 0.0) if i == j else otmann_distance(g1, g2)
+            assert (d[a, b], db[a, b]) == ref
+            assert reg.pair(i, j) == ref == reg.pair(j, i)
+    assert reg.pair(idx[0], train[3]) == early
+    dtt, _ = reg.distances(train, train)
+    np.testing.assert_array_equal(dtt, dtt.T)
+    assert np.all(np.diag(dtt) == 0.0)
+    with pytest.raises(IndexError):  # only registered expressions can be anchors
+        reg.anchor([len(reg)])
