@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
@@ -132,6 +133,7 @@ class LatentBOConfig:
     pool_sobol: int = 1024
     pool_local: int = 1024
     pool_top: int = 3
+    pool_window: int = 1
     stall_limit: int = 20
     perturb_scales: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4)
     perturb_tries: int = 25
@@ -172,8 +174,8 @@ class LatentBOConfig:
             )
         if min(self.n_init, self.num_restarts, self.raw_samples) < 1:
             raise ProlasError("n_init, num_restarts and raw_samples must be at least 1")
-        if min(self.pool_sobol, self.pool_local, self.pool_top) < 1:
-            raise ProlasError("pool_sobol, pool_local and pool_top must be at least 1")
+        if min(self.pool_sobol, self.pool_local, self.pool_top, self.pool_window) < 1:
+            raise ProlasError("pool_sobol, pool_local, pool_top and pool_window must be at least 1")
         if self.warm_start < 0:
             raise ProlasError("warm_start must be at least 0")
 
@@ -206,6 +208,11 @@ class _LatentSearch:
         self.E: list[str] = []  # canonical expression of each point
         # token sequences of points placed by encoding (warm start), for grammar edits
         self.sequence_of: dict[str, tuple[str, ...]] = {}
+        # the candidate pool's draws of the last pool_window steps, newest first
+        self._pools: deque[tuple[torch.Tensor, list[Expression]]] = deque(
+            maxlen=options.pool_window
+        )
+        self._edit_codes: dict[tuple, torch.Tensor] = {}  # unit-cube codes of the last edits
         self.surrogate = (
             _ExpressionGP(trained.grammar) if options.surrogate == "ot" else _LatentGP()
         )
@@ -352,8 +359,8 @@ class _LatentSearch:
         self.stats["known_proposals"] += len(known)
         missing = self.batch - len(fresh)
         if missing:
-            pool = self.candidate_pool(starts[1:])
-            extra = self.best_new(pool, missing, {str(e) for _, e in fresh})
+            pool, exprs = self.candidate_pool(starts[1:])
+            extra = self.best_new(pool, exprs, missing, {str(e) for _, e in fresh})
             if extra is None:  # the surrogate failed
                 return self.diversify()
             if len(starts):
@@ -385,19 +392,24 @@ class _LatentSearch:
                 known.append((u, e))
         return fresh, known
 
-    def candidate_pool(self, starts: torch.Tensor) -> torch.Tensor:
-        """Candidates ``m x d`` for new expressions: the optimiser's other ``starts``, a
-        Sobol design of the cube, Gaussian perturbations of the best points so far
-        (several scales) and the latent codes of grammar edits of their sequences."""
+    def candidate_pool(self, starts: torch.Tensor) -> tuple[torch.Tensor, list[Expression]]:
+        """Candidates ``m x d`` for new expressions and their decoded expressions: the
+        draws of the last ``pool_window`` steps, newest first. Each step draws the
+        optimiser's other ``starts``, ``pool_sobol / pool_window`` points of a scrambled
+        Sobol design of the cube, ``pool_local / pool_window`` Gaussian perturbations of
+        the best points so far (several scales) and the latent codes of grammar edits of
+        their sequences; with ``pool_window = 1`` every step draws the whole pool."""
+        w = self.opt.pool_window
         parts = [starts.reshape(-1, self.d)]
         sobol = torch.quasirandom.SobolEngine(
             self.d, scramble=True, seed=int(self.rng.integers(2**31))
         )
-        parts.append(sobol.draw(self.opt.pool_sobol, dtype=DTYPE))
+        parts.append(sobol.draw(max(1, self.opt.pool_sobol // w), dtype=DTYPE))
         if self.U:
             tg = self.targets()[:, 0]
             top = torch.argsort(tg, descending=True)[: self.opt.pool_top].tolist()
-            per = max(1, self.opt.pool_local // (len(top) * len(self.opt.perturb_scales)))
+            share = len(top) * len(self.opt.perturb_scales) * w
+            per = max(1, self.opt.pool_local // share)
             for i in top:
                 for scale in self.opt.perturb_scales:
                     noise = torch.from_numpy(self.rng.normal(0.0, scale, (per, self.d)))
@@ -405,17 +417,27 @@ class _LatentSearch:
             seqs = self.vae.decode_sequences(self.to_latent(torch.stack([self.U[i] for i in top])))
             # a point placed by encoding edits its own sequence, not its decode
             seqs = [self.sequence_of.get(self.E[i], q) for i, q in zip(top, seqs)]
-            edits = sorted({n for q in seqs for n in sequence_edits(q, self.vae.grammar)})
+            edits = tuple(sorted({n for q in seqs for n in sequence_edits(q, self.vae.grammar)}))
             if edits:
-                parts.append(self.to_unit(self.vae.encode_sequences(edits)))
-        return torch.cat(parts).to(DTYPE)
+                if edits not in self._edit_codes:  # the same best points edit alike
+                    self._edit_codes.clear()
+                    self._edit_codes[edits] = self.to_unit(self.vae.encode_sequences(edits))
+                parts.append(self._edit_codes[edits])
+        drawn = torch.cat(parts).to(DTYPE)
+        self._pools.appendleft((drawn, self.decode(drawn)))
+        return (
+            torch.cat([u for u, _ in self._pools]),
+            [e for _, exprs in self._pools for e in exprs],
+        )
 
-    def best_new(self, pool: torch.Tensor, k: int, exclude: set[str]) -> Points | None:
+    def best_new(
+        self, pool: torch.Tensor, exprs: list[Expression], k: int, exclude: set[str]
+    ) -> Points | None:
         """Up to ``k`` pool points decoding to distinct new expressions (neither
         evaluated nor in ``exclude``), highest acquisition first; None if the surrogate
         failed."""
-        exprs = self.decode(pool)
-        keep = [i for i, e in enumerate(exprs) if not self.ev.seen(e) and str(e) not in exclude]
+        new = {key: not self.ev.seen(key) and key not in exclude for key in map(str, exprs)}
+        keep = [i for i, e in enumerate(exprs) if new[str(e)]]
         if not keep:
             return []
         return self.surrogate.best(self, pool[keep], [exprs[i] for i in keep], k)
@@ -542,9 +564,29 @@ class _ExpressionGP:
         self.model = StructuralSurrogate("ot", grammar)  # keeps the distance cache
         self.hypers: dict | None = None  # of the last fit, to warm-start the next
         self.data: tuple[list[str], list[float]] = ([], [])
-        #: the last step's candidates, highest LogEI first: (expression, predicted BIC,
-        #: its standard deviation, LogEI); for diagnostics (benchmarks/scripts/acquisition_trace.py)
-        self.last_ranking: list[tuple[str, float, float, float]] = []
+        self._n_params: dict[str, int] = {}  # k of each expression met, by canonical string
+        # the last step's candidates, LogEI order, predicted BIC, its variance and LogEI
+        self._ranked: tuple[list, list[int], torch.Tensor, torch.Tensor, torch.Tensor] | None
+        self._ranked = None
+
+    @property
+    def last_ranking(self) -> list[tuple[str, float, float, float]]:
+        """The last step's candidates, highest LogEI first: (expression, predicted BIC,
+        its standard deviation, LogEI); for diagnostics
+        (benchmarks/scripts/acquisition_trace.py)."""
+        if self._ranked is None:
+            return []
+        cands, order, bic, var, vals = self._ranked
+        sd = var.sqrt()
+        return [(str(cands[i][1]), float(bic[i]), float(sd[i]), float(vals[i])) for i in order]
+
+    def n_params(self, expr: Expression | str) -> int:
+        """k of an expression (cached: a step asks for ~1 000 candidates' k)."""
+        key = str(expr)
+        k = self._n_params.get(key)
+        if k is None:
+            k = self._n_params[key] = (parse(key) if isinstance(expr, str) else expr).n_params
+        return k
 
     def propose(self, search: _LatentSearch) -> torch.Tensor | None:
         """Take the search's data (None if fewer than two distinct expressions or all
@@ -573,7 +615,7 @@ class _ExpressionGP:
         keys, ys = self.data
         # model the log-likelihood BIC + k/2 ln N; subtract each candidate's known penalty
         half_log_n = search._half_log_n()
-        lls = [y + half_log_n * parse(e).n_params for e, y in zip(keys, ys)]
+        lls = [y + half_log_n * self.n_params(e) for e, y in zip(keys, ys)]
         with warnings.catch_warnings():
             # indefinite-Gram repairs and GPyTorch jitter are routine for the OT kernel
             warnings.simplefilter("ignore", NumericsWarning)
@@ -592,19 +634,16 @@ class _ExpressionGP:
                 self.hypers = fit.hyperparameters()
                 x = self.model.encode_expressions([e for _, e in cands])
                 mean, var = fit.predict(x, joint=False)
-                size = torch.tensor([e.n_params for _, e in cands], dtype=mean.dtype)
+                size = torch.tensor([self.n_params(e) for _, e in cands], dtype=mean.dtype)
                 bic = mean - half_log_n * size
                 vals = log_ei(bic, var, max(ys))
             except Exception:  # a surrogate failure must not end the search
                 search.stats["surrogate_failures"] += 1
                 self.hypers = None
-                self.last_ranking = []
+                self._ranked = None
                 return None
         order = torch.argsort(vals, descending=True).tolist()
-        sd = var.sqrt()
-        self.last_ranking = [
-            (str(cands[i][1]), float(bic[i]), float(sd[i]), float(vals[i])) for i in order
-        ]
+        self._ranked = (cands, order, bic, var, vals)
         return [cands[i] for i in order[:k]]
 
 

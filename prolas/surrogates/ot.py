@@ -373,18 +373,18 @@ def _distances_from(
         costs = _node_costs(lg, pg, lo, po, nu_str, lm)  # ng x (sum of sizes)
     else:
         costs = _node_costs(lo, po, lg, pg, nu_str, lm).T  # transposed view, same values
-    return _solve_batch(g, others, costs, g1_rows)
+    return [(d, db) for d, db in _solve_batch(g, others, costs, g1_rows).T.tolist()]
 
 
 def _solve_batch(
     g: ExpressionGraph, others: list[ExpressionGraph], costs: np.ndarray, g1_rows: bool
-) -> list[tuple[float, float]]:
-    """``(d, d_bar)`` of ``g`` against each of ``others`` from their node costs
-    ``costs`` (``g``'s support nodes x the others' concatenated support nodes, whatever
-    the orientation). The padded cost matrices and marginals of all others of one
-    support size are built as one array, so the loop over pairs only calls the transport
-    solver. The orientation is kept because the solver's cost is exact only up to
-    rounding: a pair's value is the same to the bit in any batch."""
+) -> np.ndarray:
+    """``(d, d_bar)`` of ``g`` against each of ``others`` (a ``2 x len(others)`` array)
+    from their node costs ``costs`` (``g``'s support nodes x the others' concatenated
+    support nodes, whatever the orientation). The padded cost matrices and marginals of
+    all others of one support size are built as one array, so the loop over pairs only
+    calls the transport solver. The orientation is kept because the solver's cost is
+    exact only up to rounding: a pair's value is the same to the bit in any batch."""
     _, mg, _ = g.support
     sup = [o.support for o in others]
     sizes = np.fromiter((len(s[1]) for s in sup), dtype=np.int64, count=len(sup))
@@ -414,7 +414,7 @@ def _solve_batch(
         for r, k in enumerate(ks.tolist()):
             d[k] = max(_emd_cost(a[r], b[r], c[r]), 0.0)
     total = (tmg + tmo) if g1_rows else (tmo + tmg)
-    return list(zip(d.tolist(), (d / total).tolist()))
+    return np.stack([d, d / total])
 
 
 def _emd_cost(a: np.ndarray, b: np.ndarray, cost: np.ndarray) -> float:
@@ -461,6 +461,7 @@ class ExpressionRegistry:
         self._cache: dict[tuple[int, int], tuple[float, float]] = {}
         self._anchor_pos: dict[int, int] = {}
         self._anchors: list[int] = []
+        self._anchor_at = np.zeros(0, dtype=np.int64)  # by index: anchor position or -1
         # (d, d_bar) x registered index x anchor position; NaN = not computed yet
         self._dense = np.full((2, 0, 0), np.nan)
         # node types (label, path lengths) of the graphs' supports, and c between types
@@ -537,6 +538,7 @@ class ExpressionRegistry:
             pos = len(self._anchors)
             self._anchors.append(j)
             self._anchor_pos[j] = pos
+            self._anchor_at[j] = pos
             self._dense[:, j, pos] = 0.0
             old = np.asarray(self._anchors[:-1], dtype=np.int64)
             if len(old):  # a pair with an older anchor is known from its column
@@ -561,6 +563,7 @@ class ExpressionRegistry:
         dense = np.full((2, r1, c1), np.nan)
         dense[:, :r0, :c0] = self._dense
         self._dense = dense
+        self._anchor_at = np.concatenate([self._anchor_at, np.full(r1 - r0, -1, dtype=np.int64)])
 
     def _anchored(self, rows: np.ndarray, anchors: np.ndarray) -> np.ndarray:
         """``2 x len(rows) x len(anchors)`` (d, d_bar), filling what is missing."""
@@ -587,13 +590,10 @@ class ExpressionRegistry:
                 costs = self._type_costs[self._types[j]][:, types]
             else:
                 costs = self._type_costs[types][:, self._types[j]].T
-            rows = _solve_batch(g, [self.graphs[i] for i in others], costs, g1_rows)
-            vals = np.asarray(rows, dtype=np.float64).T  # 2 x len(side)
+            vals = _solve_batch(g, [self.graphs[i] for i in others], costs, g1_rows)
             self._dense[:, side, pos] = vals
-            for i, v in zip(side.tolist(), vals.T):  # the symmetric entries of anchors
-                p = self._anchor_pos.get(i)
-                if p is not None:
-                    self._dense[:, j, p] = v
+            at = self._anchor_at[side]  # the symmetric entries of the anchors among them
+            self._dense[:, j, at[at >= 0]] = vals[:, at >= 0]
 
     # --- pairs -------------------------------------------------------------------------
     def pair(self, i: int, j: int) -> tuple[float, float]:

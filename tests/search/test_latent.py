@@ -333,3 +333,37 @@ def test_recorded_options_replay_the_search_that_wrote_them() -> None:
     # a record from before the base kernels opened the initial design searched without them
     old = {k: v for k, v in recorded.items() if k != "base_kernels"} | {"warm_start": 10}
     assert LatentBOConfig.from_record(old) == LatentBOConfig(base_kernels=False, warm_start=10)
+
+
+def test_rolling_pool_holds_the_last_window_of_draws(trained) -> None:
+    """With ``pool_window = w`` each step draws 1/w of the Sobol and local points, and the
+    pool is the draws of the last w steps, newest first, each with its decode."""
+    import torch
+
+    from prolas.search.latent import _LatentSearch
+
+    ev = Evaluator(Similarity("LIN + PER"), 10)
+    opts = LatentBOConfig(pool_sobol=64, pool_local=48, pool_window=4)
+    state = _LatentSearch(ev, trained, opts, 0, 1, lambda s: None)
+    e = parse("LIN*PER")
+    ev.evaluate_many([e])
+    state.add(torch.full((trained.latent_dim,), 0.5), e)
+    empty = torch.empty(0, trained.latent_dim)
+    draws = []
+    for _ in range(6):
+        pool, exprs = state.candidate_pool(empty)
+        newest = state._pools[0][0]
+        draws.append(newest)
+        # 64 / 4 Sobol points, 48 / (1 top point x 4 scales x 4) perturbations per scale,
+        # then the grammar edits of LIN*PER's sequence
+        assert len(newest) >= 16 + 4 * 3
+        assert torch.equal(pool, torch.cat(draws[-4:][::-1]))
+        # each point with its own decode (each draw decoded as one batch)
+        assert [str(x) for x in exprs] == [
+            str(x) for d in draws[-4:][::-1] for x in state.decode(d)
+        ]
+    # with a window of 1 every step draws the whole pool
+    whole = _LatentSearch(ev, trained, replace(opts, pool_window=1), 0, 1, lambda s: None)
+    whole.add(torch.full((trained.latent_dim,), 0.5), e)
+    pool, _ = whole.candidate_pool(empty)
+    assert len(pool) == len(draws[0]) + (64 - 16) + 4 * (12 - 3)
