@@ -470,6 +470,8 @@ class ExpressionRegistry:
         self._type_paths = np.zeros((0, 6))
         self._type_costs = np.zeros((0, 0))
         self._types: list[np.ndarray] = []  # per graph: the type of each support node
+        self._sizes = np.zeros(0, dtype=np.int64)  # per graph (by capacity): support size
+        self._totals = np.zeros(0)  # and total mass
 
     def __len__(self) -> int:
         return len(self.graphs)
@@ -488,6 +490,10 @@ class ExpressionRegistry:
             graph = expression_graph(expr, self.config)
             self.graphs.append(graph)
             self._types.append(self._node_types(graph))
+            if idx == len(self._sizes):  # capacities double
+                self._sizes = np.resize(self._sizes, max(2 * idx, 64))
+                self._totals = np.resize(self._totals, max(2 * idx, 64))
+            self._sizes[idx], self._totals[idx] = len(self._types[idx]), graph.total_mass
             self._index[key] = idx
         return idx
 
@@ -572,28 +578,54 @@ class ExpressionRegistry:
         block = self._dense[:, rows[:, None], pos[None, :]]
         missing = np.isnan(block[0])
         if missing.any():
-            for col in np.nonzero(missing.any(axis=0))[0].tolist():
-                self._fill_anchor(int(anchors[col]), rows[missing[:, col]])
+            r, c = np.nonzero(missing)
+            i, j = rows[r], anchors[c]
+            g1, g2 = np.minimum(i, j), np.maximum(i, j)  # G1 = the smaller index
+            key = np.unique(g1 * len(self.graphs) + g2)
+            g1, g2 = key // len(self.graphs), key % len(self.graphs)
+            vals = self._solve_pairs(g1, g2)
+            for a, b in ((g1, g2), (g2, g1)):  # the entries in anchor columns, both ways
+                at = self._anchor_at[b]
+                self._dense[:, a[at >= 0], at[at >= 0]] = vals[:, at >= 0]
             block = self._dense[:, rows[:, None], pos[None, :]]
         return block
 
-    def _fill_anchor(self, j: int, need: np.ndarray) -> None:
-        """Compute the pairs ``(i, j)`` for ``i`` in ``need`` (none equal to the anchor
-        ``j``), in two batches: ``i > j`` (graph j is G1) and ``i < j`` (graph i is G1)."""
-        g, pos = self.graphs[j], self._anchor_pos[j]
-        for side, g1_rows in ((need[need > j], True), (need[need < j], False)):
-            if not len(side):
-                continue
-            others = side.tolist()
-            types = np.concatenate([self._types[i] for i in others])
-            if g1_rows:
-                costs = self._type_costs[self._types[j]][:, types]
-            else:
-                costs = self._type_costs[types][:, self._types[j]].T
-            vals = _solve_batch(g, [self.graphs[i] for i in others], costs, g1_rows)
-            self._dense[:, side, pos] = vals
-            at = self._anchor_at[side]  # the symmetric entries of the anchors among them
-            self._dense[:, j, at[at >= 0]] = vals[:, at >= 0]
+    def _solve_pairs(self, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
+        """``(d, d_bar)`` of the pairs ``(g1[k], g2[k])`` (G1 = graph ``g1[k]``), a
+        ``2 x k`` array. Pairs of equal support sizes are built as one padded array of
+        node costs (gathered from the type table) and marginals, so the loop over pairs
+        only calls the transport solver; each pair's inputs, and so its value, are those
+        of :func:`otmann_distance` to the bit."""
+        out = np.empty((2, len(g1)))
+        if not len(g1):
+            return out
+        sizes, total = self._sizes, self._totals
+        s1, s2 = sizes[g1], sizes[g2]
+        group = s1 * (int(sizes.max()) + 1) + s2
+        for gk in np.unique(group).tolist():
+            ks = np.nonzero(group == gk)[0]
+            n1, n2 = int(s1[ks[0]]), int(s2[ks[0]])
+            a1, a2 = g1[ks].tolist(), g2[ks].tolist()
+            t1 = np.stack([self._types[i] for i in a1])  # k x n1
+            t2 = np.stack([self._types[i] for i in a2])
+            m1 = np.stack([self.graphs[i].support[1] for i in a1])
+            m2 = np.stack([self.graphs[i].support[1] for i in a2])
+            tm1, tm2 = total[g1[ks]], total[g2[ks]]
+            # nodes on the rows/columns plus one dummy each (unit cost to leave mass unmatched)
+            c = np.ones((len(ks), n1 + 1, n2 + 1))
+            c[:, n1, n2] = 0.0
+            c[:, :n1, :n2] = self._type_costs[t1[:, :, None], t2[:, None, :]]
+            a = np.empty((len(ks), n1 + 1))
+            a[:, :n1], a[:, n1] = m1, tm2
+            b = np.empty((len(ks), n2 + 1))
+            b[:, :n2], b[:, n2] = m2, tm1
+            d = np.fromiter(
+                (max(_emd_cost(a[r], b[r], c[r]), 0.0) for r in range(len(ks))),
+                dtype=np.float64,
+                count=len(ks),
+            )
+            out[0, ks], out[1, ks] = d, d / (tm1 + tm2)
+        return out
 
     # --- pairs -------------------------------------------------------------------------
     def pair(self, i: int, j: int) -> tuple[float, float]:
