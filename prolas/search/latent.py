@@ -79,7 +79,7 @@ import torch
 
 from prolas.errors import NumericsWarning, ProlasError
 from prolas.expr import Expression, parse
-from prolas.grammar import STOP, Grammar, sequence_expression
+from prolas.grammar import STOP, sequence_expression
 from prolas.limits import INITIAL_DESIGN, LATENT_SURROGATES, WARM_START
 from prolas.records import SearchResult
 from prolas.search.config import SearchConfig
@@ -213,9 +213,7 @@ class _LatentSearch:
             maxlen=options.pool_window
         )
         self._edit_codes: dict[tuple, torch.Tensor] = {}  # unit-cube codes of the last edits
-        self.surrogate = (
-            _ExpressionGP(trained.grammar) if options.surrogate == "ot" else _LatentGP()
-        )
+        self.surrogate = _ExpressionGP() if options.surrogate == "ot" else _LatentGP()
         self.stats = {
             "bo_steps": 0,
             "free_points": 0,
@@ -558,11 +556,11 @@ class _ExpressionGP:
     """The default surrogate: a GP with the OT kernel on the evaluated expressions
     (one row per distinct expression), modelling ``BIC + k/2 ln N``."""
 
-    def __init__(self, grammar: Grammar) -> None:
-        from prolas.surrogates.model import StructuralSurrogate
+    def __init__(self) -> None:
+        from prolas.surrogates.ot import ExpressionRegistry
 
-        self.model = StructuralSurrogate("ot", grammar)  # keeps the distance cache
-        self.hypers: dict | None = None  # of the last fit, to warm-start the next
+        self.registry = ExpressionRegistry()  # expression graphs and their distances
+        self.hypers: torch.Tensor | None = None  # raw values of the last fit: a warm start
         self.data: tuple[list[str], list[float]] = ([], [])
         self._n_params: dict[str, int] = {}  # k of each expression met, by canonical string
         # the last step's candidates, LogEI order, predicted BIC, its variance and LogEI
@@ -604,9 +602,8 @@ class _ExpressionGP:
     ) -> Points | None:
         """The ``k`` distinct expressions of highest LogEI (each at its first point),
         best first; None if the fit or the prediction failed."""
-        import gpytorch
-
-        from prolas.surrogates.model import fit_surrogate, log_ei
+        from prolas.surrogates.model import log_ei
+        from prolas.surrogates.ot_gp import OTGP
 
         first: dict[str, tuple[torch.Tensor, Expression]] = {}
         for u, e in zip(points, exprs):
@@ -616,24 +613,17 @@ class _ExpressionGP:
         # model the log-likelihood BIC + k/2 ln N; subtract each candidate's known penalty
         half_log_n = search._half_log_n()
         lls = [y + half_log_n * self.n_params(e) for e, y in zip(keys, ys)]
+        registry = self.registry
         with warnings.catch_warnings():
-            # indefinite-Gram repairs and GPyTorch jitter are routine for the OT kernel
+            # indefinite-Gram repairs and jitter are routine for the OT kernel
             warnings.simplefilter("ignore", NumericsWarning)
-            warnings.simplefilter("ignore", gpytorch.utils.warnings.NumericalWarning)
             try:
-                train = self.model.encode_expressions(keys)
+                train = registry.indices(keys)
                 # the distances of every candidate to the training expressions, kept densely
-                self.model.registry.anchor(train[:, 0].long().tolist())
-                fit = fit_surrogate(
-                    self.model.new_kernel(),
-                    train,
-                    lls,
-                    max_iter=50,
-                    init=self.hypers,
-                )
-                self.hypers = fit.hyperparameters()
-                x = self.model.encode_expressions([e for _, e in cands])
-                mean, var = fit.predict(x, joint=False)
+                registry.anchor(train)
+                fit = OTGP.fit(registry, train, lls, init=self.hypers, max_iter=50)
+                self.hypers = fit.raw
+                mean, var = fit.predict(registry.indices([e for _, e in cands]))
                 size = torch.tensor([self.n_params(e) for _, e in cands], dtype=mean.dtype)
                 bic = mean - half_log_n * size
                 vals = log_ei(bic, var, max(ys))

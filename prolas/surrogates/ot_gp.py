@@ -1,0 +1,214 @@
+"""The GP with the optimal-transport kernel of PROLAS's default surrogate, in plain torch.
+
+The model and the objective are those of :func:`prolas.surrogates.model.fit_surrogate`
+with an :class:`~prolas.surrogates.ot.OTKernel` (the GPyTorch ``ExactGP`` of structural
+BO); this module computes them without GPyTorch's per-call machinery, which was most of
+a PROLAS step's surrogate fit. For training expressions with distances ``d_ij``,
+``d_bar_ij`` (:class:`~prolas.surrogates.ot.ExpressionRegistry`) and targets ``y``:
+
+.. math::
+
+    y_s = (y - \\bar y) / s_y, \\qquad y_s \\sim N(c \\mathbf 1, K + \\sigma^2 I),
+    \\qquad K_{ij} = \\alpha e^{-\\beta d_{ij}} + \\bar\\alpha e^{-\\bar\\beta \\bar d_{ij}},
+
+with ``s_y`` the sample standard deviation (1 if it is 0), ``alpha, beta, alpha_bar,
+beta_bar = l + (u - l) sigmoid(raw)`` in ``[l, u] = [1e-4, 1e3]``, ``sigma^2 =
+softplus(raw) + 1e-4`` and a free constant mean ``c``. An indefinite K (smallest
+eigenvalue ``lambda < -1e-10 max|lambda|``) gets ``-lambda (1 + 1e-8) + 1e-12`` added to
+its diagonal, as :meth:`OTKernel._repair` does. The fit maximises the exact marginal
+log-likelihood per point,
+
+.. math::
+
+    \\frac1n \\log N(y_s \\mid c\\mathbf 1, \\Sigma) = -\\frac1n \\Big[\\tfrac12 r^\\top
+    \\Sigma^{-1} r + \\sum_i \\log L_{ii} + \\tfrac n2 \\log 2\\pi\\Big],
+    \\quad r = y_s - c\\mathbf 1, \\; \\Sigma = K + \\sigma^2 I = L L^\\top,
+
+by L-BFGS (strong Wolfe line search) from given raw values (the previous step's: a warm
+start), keeping the best finite state. The posterior of the noise-free f at candidates
+with cross-covariances ``k_*`` (the raw kernel, as ``FittedSurrogate.predict(joint=False)``)
+and prior variance ``k_** = max_i K_ii``:
+
+.. math::
+
+    \\mu_* = \\bar y + s_y (c + k_*^\\top \\Sigma^{-1} r), \\qquad
+    \\sigma_*^2 = s_y^2 \\max(k_{**} - k_*^\\top \\Sigma^{-1} k_*, 10^{-12}).
+
+The Cholesky factor and ``Sigma^{-1} r`` are computed once per fit and reused for every
+candidate batch.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import torch
+from torch.nn.functional import softplus
+
+from prolas.errors import NumericsWarning
+from prolas.surrogates.ot import ExpressionRegistry
+
+__all__ = ["OTGP", "OT_GP_BOUNDS", "default_raw"]
+
+#: Box of alpha, beta, alpha_bar, beta_bar (as :class:`OTKernel`'s constraints).
+OT_GP_BOUNDS: tuple[float, float] = (1e-4, 1e3)
+_NOISE_FLOOR = 1e-4
+#: Order of the raw hyperparameters.
+NAMES: tuple[str, ...] = ("noise", "constant", "alpha", "beta", "alpha_bar", "beta_bar")
+_INITIAL = {"noise": 0.1, "constant": 0.0, "alpha": 0.5, "beta": 0.5, "alpha_bar": 0.5}
+_INITIAL["beta_bar"] = 5.0
+_TOL = 1e-10  # eigenvalues above -tol * max|lambda| count as non-negative
+
+
+def default_raw() -> torch.Tensor:
+    """The raw hyperparameters of a fresh fit: noise 0.1, c = 0, alpha = beta =
+    alpha_bar = 0.5, beta_bar = 5 (:class:`OTKernel`'s and ``fit_surrogate``'s start)."""
+    lo, hi = OT_GP_BOUNDS
+    noise = torch.tensor(_INITIAL["noise"] - _NOISE_FLOOR, dtype=torch.float64)
+    raw = [noise + torch.log(-torch.expm1(-noise)), torch.tensor(0.0, dtype=torch.float64)]
+    for name in NAMES[2:]:
+        p = torch.tensor((_INITIAL[name] - lo) / (hi - lo), dtype=torch.float64)
+        raw.append(torch.log(p) - torch.log(1 - p))
+    return torch.stack(raw)
+
+
+def _unpack(raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(sigma^2, c, (alpha, beta, alpha_bar, beta_bar))`` from the raw values."""
+    lo, hi = OT_GP_BOUNDS
+    return softplus(raw[0]) + _NOISE_FLOOR, raw[1], torch.sigmoid(raw[2:]) * (hi - lo) + lo
+
+
+def _kernel(theta: torch.Tensor, d: torch.Tensor, db: torch.Tensor) -> torch.Tensor:
+    return theta[0] * torch.exp(-theta[1] * d) + theta[2] * torch.exp(-theta[3] * db)
+
+
+def _repair(k: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """K with jitter on the diagonal if it is indefinite (:meth:`OTKernel._repair`)."""
+    with torch.no_grad():
+        evals = torch.linalg.eigvalsh(k)
+    lam = float(evals[0])
+    scale = float(evals.abs().max()) if len(evals) else 0.0
+    if lam >= -_TOL * max(scale, 1e-300):
+        return k, False
+    return k + (-lam * (1.0 + 1e-8) + 1e-12) * torch.eye(k.shape[0], dtype=k.dtype), True
+
+
+def _cholesky(s: torch.Tensor, tries: int, first: float) -> torch.Tensor:
+    """The Cholesky factor of ``s``, adding jitter ``first``, 10x, ... on failure."""
+    eye = torch.eye(s.shape[0], dtype=s.dtype)
+    jitter = 0.0
+    for _ in range(tries):
+        chol, info = torch.linalg.cholesky_ex(s + jitter * eye)
+        if int(info) == 0:
+            return chol
+        jitter = first if jitter == 0.0 else 10 * jitter
+    raise torch.linalg.LinAlgError(f"not positive definite after jitter {jitter:.1e}")
+
+
+class OTGP:
+    """An exact GP with the OT kernel, fitted to distinct training expressions
+    (module docstring). Build it with :meth:`fit`.
+
+    Attributes:
+        raw: the fitted raw hyperparameters (:data:`NAMES` order), for a warm start.
+        mll: the marginal log-likelihood of the standardised targets (summed over points).
+        repaired: whether the training Gram matrix needed jitter.
+    """
+
+    def __init__(
+        self,
+        registry: ExpressionRegistry,
+        train: list[int],
+        y: np.ndarray,
+        raw: torch.Tensor,
+        mll: float,
+    ) -> None:
+        self.registry = registry
+        self.train = list(train)
+        self.raw = raw.detach().clone()
+        self.mll = mll
+        y = np.asarray(y, dtype=np.float64)
+        self.y_mean, self.y_std = _standardisation(y)
+        ys = torch.as_tensor((y - self.y_mean) / self.y_std)
+        self.noise, self.constant, self.theta = (t.detach() for t in _unpack(self.raw))
+        d, db = (torch.as_tensor(a) for a in registry.distances(self.train, self.train))
+        k, self.repaired = _repair(_kernel(self.theta, d, db))
+        self.prior_var = float(k.diagonal().max())
+        eye = torch.eye(len(self.train), dtype=k.dtype)
+        self._chol = _cholesky(k + self.noise * eye, tries=6, first=1e-8)
+        resid = (ys - self.constant).unsqueeze(-1)
+        self._weights = torch.cholesky_solve(resid, self._chol).squeeze(-1)
+
+    @property
+    def hyperparameters(self) -> dict[str, float]:
+        """Noise, constant mean and the kernel's four values (standardised units)."""
+        values = [self.noise, self.constant, *self.theta]
+        return {name: float(v) for name, v in zip(NAMES, values)}
+
+    @classmethod
+    def fit(
+        cls,
+        registry: ExpressionRegistry,
+        train: list[int],
+        y: np.ndarray | list[float],
+        init: torch.Tensor | None = None,
+        max_iter: int = 50,
+    ) -> OTGP:
+        """Fit on distinct registry indices ``train`` with targets ``y`` by L-BFGS from
+        ``init`` (raw values; :func:`default_raw` if None). If the optimiser fails or
+        produces a non-finite loss, the best finite state is kept (a warning says so)."""
+        if len(set(train)) != len(train):
+            raise ValueError("training expressions must be distinct")
+        y = np.asarray(y, dtype=np.float64)
+        mean, std = _standardisation(y)
+        ys = torch.as_tensor((y - mean) / std)
+        d, db = (torch.as_tensor(a) for a in registry.distances(train, train))
+        n = len(train)
+        eye = torch.eye(n, dtype=torch.float64)
+        raw = torch.nn.Parameter((default_raw() if init is None else init).detach().clone())
+        opt = torch.optim.LBFGS([raw], lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe")
+        best: dict = {"loss": math.inf, "raw": None}
+
+        def closure() -> torch.Tensor:
+            opt.zero_grad()
+            noise, c, theta = _unpack(raw)
+            k, _ = _repair(_kernel(theta, d, db))
+            chol = _cholesky(k + noise * eye, tries=4, first=1e-8)
+            r = (ys - c).unsqueeze(-1)
+            quad = (r * torch.cholesky_solve(r, chol)).sum()
+            loss = (0.5 * quad + chol.diagonal().log().sum() + 0.5 * n * math.log(2 * math.pi)) / n
+            value = loss.item()
+            if math.isfinite(value):
+                if value < best["loss"]:
+                    best["loss"], best["raw"] = value, raw.detach().clone()
+                loss.backward()
+            return loss
+
+        try:
+            opt.step(closure)
+        except (RuntimeError, ValueError) as exc:  # not positive definite and friends
+            warnings.warn(f"surrogate fit stopped early: {exc}", NumericsWarning, stacklevel=2)
+        if best["raw"] is None:
+            raise RuntimeError("surrogate fit: no finite marginal likelihood")
+        return cls(registry, train, y, best["raw"], -best["loss"] * n)
+
+    def predict(self, cands: list[int] | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Posterior mean and variance of the noise-free f at registry indices
+        ``cands``, in the units of the training targets (module docstring)."""
+        d, db = (torch.as_tensor(a) for a in self.registry.distances(cands, self.train))
+        kst = _kernel(self.theta, d, db)
+        mu = self.constant + kst @ self._weights
+        v = torch.linalg.solve_triangular(self._chol, kst.transpose(-1, -2), upper=False)
+        var = (self.prior_var - (v**2).sum(0)).clamp_min(1e-12)
+        return mu * self.y_std + self.y_mean, var * self.y_std**2
+
+
+def _standardisation(y: np.ndarray) -> tuple[float, float]:
+    """Mean and sample standard deviation of ``y`` (1 for fewer than two values or no
+    spread), as ``fit_surrogate`` standardises."""
+    t = torch.as_tensor(y)
+    mean = float(t.mean())
+    std = float(t.std()) if len(t) > 1 and float(t.std()) > 0 else 1.0
+    return mean, std

@@ -1,0 +1,141 @@
+"""The plain-torch OT-kernel GP of PROLAS's surrogate (prolas.surrogates.ot_gp) against
+the GPyTorch model of fit_surrogate with the same kernel: the same objective, the same
+predictions at the same hyperparameters, and the same fitted model."""
+
+from __future__ import annotations
+
+import warnings
+
+import gpytorch
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT
+
+from prolas.errors import NumericsWarning
+from prolas.grammar import Grammar
+from prolas.surrogates.model import (
+    ExactSurrogateGP,
+    FittedSurrogate,
+    StructuralSurrogate,
+    dense_numerics,
+    fit_surrogate,
+)
+from prolas.surrogates.ot_gp import NAMES, OTGP, default_raw
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def data():
+    """Distinct change-grammar expressions, a target that depends on their structure,
+    and a surrogate whose registry has the training expressions as anchors."""
+    rng = np.random.default_rng(7)
+    grammar = Grammar.from_file(ROOT / "grammars" / "change.toml")
+    exprs = list(dict.fromkeys(str(grammar.sample(rng)) for _ in range(200)))
+    train, cands = exprs[:40], exprs[40:160]
+    y = np.array([len(e) / 10 + e.count("PER") - 0.5 * e.count("CP") for e in train])
+    y = y + 0.1 * rng.standard_normal(len(y))
+    surrogate = StructuralSurrogate("ot", grammar)
+    registry = surrogate.registry
+    registry.anchor(registry.indices(train))
+    return surrogate, train, cands, y
+
+
+def _gpytorch_model(surrogate, train, y, raw: torch.Tensor) -> tuple[FittedSurrogate, float]:
+    """fit_surrogate's model at the raw hyperparameters ``raw`` (no optimisation) and its
+    marginal log-likelihood per point."""
+    x = surrogate.encode_expressions(train)
+    kernel = surrogate.new_kernel()
+    yt = torch.as_tensor(y)
+    mean, std = float(yt.mean()), float(yt.std())
+    ys = (yt - mean) / std
+    lik = gpytorch.likelihoods.GaussianLikelihood(
+        noise_constraint=gpytorch.constraints.GreaterThan(1e-4)
+    ).double()
+    model = ExactSurrogateGP(x, ys, kernel, lik).double()
+    values = dict(zip(NAMES, raw.tolist()))
+    lik.noise_covar.raw_noise.data.fill_(values["noise"])
+    model.mean_module.raw_constant.data.fill_(values["constant"])
+    for name in NAMES[2:]:
+        getattr(kernel, f"raw_{name}").data.fill_(values[name])
+    model.train()
+    with torch.no_grad(), dense_numerics():
+        mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)(model(x), ys)
+    model.eval()
+    return FittedSurrogate(model, mean, std, float(mll) * len(y)), float(mll)
+
+
+def test_default_start_is_fit_surrogates(data) -> None:
+    surrogate, train, _, y = data
+    fitted, _ = _gpytorch_model(surrogate, train, y, default_raw())
+    kern = fitted.model.covar_module
+    assert kern.alpha.item() == pytest.approx(0.5) and kern.beta.item() == pytest.approx(0.5)
+    assert kern.alpha_bar.item() == pytest.approx(0.5)
+    assert kern.beta_bar.item() == pytest.approx(5.0)
+    assert fitted.noise == pytest.approx(0.1)
+
+
+def test_same_predictions_and_likelihood_at_the_same_hyperparameters(data) -> None:
+    """At any hyperparameters (a fresh GPyTorch model loaded with them), the cached
+    Cholesky factor gives GPyTorch's marginal likelihood and its predictions (the
+    joint=False path) to 1e-10, for candidates in several batches."""
+    surrogate, train, cands, y = data
+    registry = surrogate.registry
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        raw = default_raw() + torch.as_tensor(rng.normal(0.0, 1.0, len(NAMES)))
+        ours = OTGP(registry, registry.indices(train), y, raw, mll=0.0)
+        fitted, mll = _gpytorch_model(surrogate, train, y, raw)
+        for batch in (cands[:50], cands[50:]):
+            mu, var = fitted.predict(surrogate.encode_expressions(batch), joint=False)
+            mu2, var2 = ours.predict(registry.indices(batch))
+            np.testing.assert_allclose(mu2.numpy(), mu.numpy(), rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(var2.numpy(), var.numpy(), rtol=1e-9, atol=1e-12)
+        loss = _objective(ours, y)
+        assert loss == pytest.approx(-mll, rel=1e-10)
+
+
+def _objective(model: OTGP, y) -> float:
+    """The fit's objective at the model's hyperparameters: minus the mean log density
+    of the standardised targets under N(c, K + noise I)."""
+    ys = (torch.as_tensor(y) - model.y_mean) / model.y_std
+    r = (ys - model.constant).unsqueeze(-1)
+    quad = float((r * torch.cholesky_solve(r, model._chol)).sum())
+    logdet = float(model._chol.diagonal().log().sum())
+    n = len(ys)
+    return (0.5 * quad + logdet + 0.5 * n * np.log(2 * np.pi)) / n
+
+
+def test_fit_reaches_fit_surrogates_optimum(data) -> None:
+    """From the same start, L-BFGS on the same objective reaches the GPyTorch fit's
+    optimum: the same marginal likelihood to 1e-4 (relative) and nearly the same
+    predictions. Not to the bit: the model has a flat ridge (a kernel term with
+    beta_bar -> 0 is a constant, like the mean), along which the two optimisers stop a
+    tolerance apart. A warm start from the optimum stays there (or creeps along the
+    ridge, never down)."""
+    surrogate, train, cands, y = data
+    registry = surrogate.registry
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)
+        warnings.simplefilter("ignore", gpytorch.utils.warnings.NumericalWarning)
+        reference = fit_surrogate(
+            surrogate.new_kernel(), surrogate.encode_expressions(train), y, max_iter=200
+        )
+        ours = OTGP.fit(registry, registry.indices(train), y, max_iter=200)
+        again = OTGP.fit(registry, registry.indices(train), y, init=ours.raw, max_iter=200)
+    start = _gpytorch_model(surrogate, train, y, default_raw())[0].mll
+    assert ours.mll > start + 10.0  # the fit moved far from its start...
+    assert ours.mll == pytest.approx(reference.mll, rel=1e-4)  # ...to the same optimum
+    mu, var = reference.predict(surrogate.encode_expressions(cands), joint=False)
+    mu2, var2 = ours.predict(registry.indices(cands))
+    assert float((mu2 - mu).abs().max()) < 0.01 * float(mu.abs().max())
+    np.testing.assert_allclose(var2.sqrt().numpy(), var.sqrt().numpy(), rtol=0.05)
+    assert ours.mll - 1e-9 <= again.mll <= ours.mll + 1e-5
+
+
+def test_fit_refuses_repeated_expressions(data) -> None:
+    surrogate, train, _, y = data
+    idx = surrogate.registry.indices(train)
+    with pytest.raises(ValueError, match="distinct"):
+        OTGP.fit(surrogate.registry, idx[:3] + idx[:1], y[:4])
