@@ -464,14 +464,16 @@ class ExpressionRegistry:
         self._anchor_at = np.zeros(0, dtype=np.int64)  # by index: anchor position or -1
         # (d, d_bar) x registered index x anchor position; NaN = not computed yet
         self._dense = np.full((2, 0, 0), np.nan)
-        # node types (label, path lengths) of the graphs' supports, and c between types
-        self._type_of: dict[tuple, int] = {}
-        self._type_labels = np.zeros(0, dtype=np.int64)  # by capacity, as the two below
+        # node types (label, path lengths) of the graphs' support nodes
+        self._type_of: dict[tuple[int, bytes], int] = {}
+        self._type_labels = np.zeros(0, dtype=np.int64)  # by capacity, as the one below
         self._type_paths = np.zeros((0, 6))
-        self._type_costs = np.zeros((0, 0))
-        self._types: list[np.ndarray] = []  # per graph: the type of each support node
-        self._sizes = np.zeros(0, dtype=np.int64)  # per graph (by capacity): support size
-        self._totals = np.zeros(0)  # and total mass
+        # per graph (rows by capacity): support size, total mass, and the types and masses
+        # of its support nodes (columns up to the largest support; padding unused)
+        self._sizes = np.zeros(0, dtype=np.int64)
+        self._totals = np.zeros(0)
+        self._node_type = np.zeros((0, 1), dtype=np.int64)
+        self._node_mass = np.zeros((0, 1))
 
     def __len__(self) -> int:
         return len(self.graphs)
@@ -489,43 +491,39 @@ class ExpressionRegistry:
             idx = len(self.graphs)
             graph = expression_graph(expr, self.config)
             self.graphs.append(graph)
-            self._types.append(self._node_types(graph))
-            if idx == len(self._sizes):  # capacities double
-                self._sizes = np.resize(self._sizes, max(2 * idx, 64))
-                self._totals = np.resize(self._totals, max(2 * idx, 64))
-            self._sizes[idx], self._totals[idx] = len(self._types[idx]), graph.total_mass
+            types = self._node_types(graph)
+            width = max(self._node_type.shape[1], len(types))
+            if idx == len(self._sizes) or width > self._node_type.shape[1]:  # capacities grow
+                rows = max(2 * idx, 64) if idx == len(self._sizes) else len(self._sizes)
+                self._sizes = np.resize(self._sizes, rows)
+                self._totals = np.resize(self._totals, rows)
+                node_type = np.zeros((rows, width), dtype=np.int64)
+                node_mass = np.zeros((rows, width))
+                r, w = self._node_type.shape
+                node_type[:r, :w], node_mass[:r, :w] = self._node_type, self._node_mass
+                self._node_type, self._node_mass = node_type, node_mass
+            self._sizes[idx], self._totals[idx] = len(types), graph.total_mass
+            self._node_type[idx, : len(types)] = types
+            self._node_mass[idx, : len(types)] = graph.support[1]
             self._index[key] = idx
         return idx
 
     def _node_types(self, graph: ExpressionGraph) -> np.ndarray:
-        """The type of each support node of ``graph``; new types extend the table of
-        node costs c(s, t) between types (computed by :func:`_node_costs`, so a pair's
-        costs gathered from the table equal the broadcast's to the bit)."""
+        """The type (label and path lengths) of each support node of ``graph``."""
         labels, _, paths = graph.support
         out = np.empty(len(labels), dtype=np.int64)
-        n = old = len(self._type_of)
+        n = len(self._type_of)
         for k, (lab, row) in enumerate(zip(labels.tolist(), paths)):
             key = (lab, row.tobytes())
             t = self._type_of.get(key)
             if t is None:
                 t = self._type_of[key] = n
                 if n == len(self._type_labels):  # capacities double
-                    cap = max(2 * n, 64)
-                    self._type_labels = np.resize(self._type_labels, cap)
-                    self._type_paths = np.resize(self._type_paths, (cap, 6))
-                    table = np.empty((cap, cap))
-                    table[:n, :n] = self._type_costs[:n, :n]
-                    self._type_costs = table
+                    self._type_labels = np.resize(self._type_labels, max(2 * n, 64))
+                    self._type_paths = np.resize(self._type_paths, (max(2 * n, 64), 6))
                 self._type_labels[n], self._type_paths[n] = lab, row
                 n += 1
             out[k] = t
-        if n > old:
-            lab, paths = self._type_labels[:n], self._type_paths[:n]
-            nu, t = self.config.nu_str, self._type_costs
-            t[old:n, :n] = _node_costs(lab[old:], paths[old:], lab, paths, nu, self._lm)
-            t[:old, old:n] = _node_costs(
-                lab[:old], paths[:old], lab[old:], paths[old:], nu, self._lm
-            )
         return out
 
     def indices(self, exprs: Iterable[Expression | str]) -> list[int]:
@@ -593,32 +591,36 @@ class ExpressionRegistry:
     def _solve_pairs(self, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
         """``(d, d_bar)`` of the pairs ``(g1[k], g2[k])`` (G1 = graph ``g1[k]``), a
         ``2 x k`` array. Pairs of equal support sizes are built as one padded array of
-        node costs (gathered from the type table) and marginals, so the loop over pairs
-        only calls the transport solver; each pair's inputs, and so its value, are those
-        of :func:`otmann_distance` to the bit."""
+        node costs and marginals, so the loop over pairs only calls the transport
+        solver. The node costs come from :func:`_node_costs` between the node types the
+        pairs use, so each pair's inputs, and so its value, are those of
+        :func:`otmann_distance` to the bit."""
         out = np.empty((2, len(g1)))
         if not len(g1):
             return out
-        sizes, total = self._sizes, self._totals
-        s1, s2 = sizes[g1], sizes[g2]
-        group = s1 * (int(sizes.max()) + 1) + s2
-        for gk in np.unique(group).tolist():
-            ks = np.nonzero(group == gk)[0]
+        s1, s2 = self._sizes[g1], self._sizes[g2]
+        # node costs between the node types of all the pairs, then each pair's by position
+        t1, t2 = self._node_type[g1], self._node_type[g2]
+        cols = np.arange(t1.shape[1])[None, :]
+        u1, u2 = np.unique(t1[cols < s1[:, None]]), np.unique(t2[cols < s2[:, None]])
+        lab, paths = self._type_labels, self._type_paths
+        costs = _node_costs(lab[u1], paths[u1], lab[u2], paths[u2], self.config.nu_str, self._lm)
+        at1, at2 = np.searchsorted(u1, t1), np.searchsorted(u2, t2)  # padding: unused
+        group = s1 * (int(max(s1.max(), s2.max())) + 1) + s2
+        order = np.argsort(group, kind="stable")
+        bounds = np.flatnonzero(np.diff(group[order])) + 1
+        for ks in np.split(order, bounds):
             n1, n2 = int(s1[ks[0]]), int(s2[ks[0]])
-            a1, a2 = g1[ks].tolist(), g2[ks].tolist()
-            t1 = np.stack([self._types[i] for i in a1])  # k x n1
-            t2 = np.stack([self._types[i] for i in a2])
-            m1 = np.stack([self.graphs[i].support[1] for i in a1])
-            m2 = np.stack([self.graphs[i].support[1] for i in a2])
-            tm1, tm2 = total[g1[ks]], total[g2[ks]]
+            i1, i2 = g1[ks], g2[ks]
+            tm1, tm2 = self._totals[i1], self._totals[i2]
             # nodes on the rows/columns plus one dummy each (unit cost to leave mass unmatched)
             c = np.ones((len(ks), n1 + 1, n2 + 1))
             c[:, n1, n2] = 0.0
-            c[:, :n1, :n2] = self._type_costs[t1[:, :, None], t2[:, None, :]]
+            c[:, :n1, :n2] = costs[at1[ks, :n1][:, :, None], at2[ks, :n2][:, None, :]]
             a = np.empty((len(ks), n1 + 1))
-            a[:, :n1], a[:, n1] = m1, tm2
+            a[:, :n1], a[:, n1] = self._node_mass[i1, :n1], tm2
             b = np.empty((len(ks), n2 + 1))
-            b[:, :n2], b[:, n2] = m2, tm1
+            b[:, :n2], b[:, n2] = self._node_mass[i2, :n2], tm1
             d = np.fromiter(
                 (max(_emd_cost(a[r], b[r], c[r]), 0.0) for r in range(len(ks))),
                 dtype=np.float64,
