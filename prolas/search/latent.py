@@ -67,10 +67,12 @@ warping, prior-weighted acquisition, size-aware mean, ...) are in
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 import warnings
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -223,7 +225,11 @@ class _LatentSearch:
             "grammar_draws": 0,
             "surrogate_failures": 0,
             "stopped": "budget",
+            # the strategy's own CPU milliseconds (own_time): initial design, each BO step
+            "initial_design_ms": 0.0,
+            "step_ms": [],
         }
+        self.evaluation_cpu = 0.0  # CPU seconds inside evaluate
 
     # --- coordinates and data --------------------------------------------------------
     def to_unit(self, z: torch.Tensor) -> torch.Tensor:
@@ -264,13 +270,27 @@ class _LatentSearch:
         expressions evaluated. Raises BudgetExhausted once the budget is spent (points
         whose expressions were evaluated are still recorded)."""
         new_before = self.ev.n_unique
+        start = time.process_time()
         try:
             self.ev.evaluate_many([e for _, e in points])
         finally:
+            self.evaluation_cpu += time.process_time() - start
             for u, e in points:
                 if self.ev.seen(e):
                     self.add(u, e)
         return self.ev.n_unique - new_before
+
+    @contextlib.contextmanager
+    def own_time(self, record: Callable[[float], None]) -> Iterator[None]:
+        """Passes ``record`` the CPU milliseconds of the block that the strategy spent
+        itself: the process's CPU time (``time.process_time``) less that spent inside
+        :meth:`evaluate` (the Evaluator and, in-process, the fits)."""
+        start, evaluating = time.process_time(), self.evaluation_cpu
+        try:
+            yield
+        finally:
+            spent = (time.process_time() - start) - (self.evaluation_cpu - evaluating)
+            record(round(1000.0 * spent, 2))
 
     # --- the loop --------------------------------------------------------------------
     def run(self) -> None:
@@ -281,7 +301,8 @@ class _LatentSearch:
             self.stats["free_points"] = len(self.U) - (self.ev.n_unique - start)
 
     def _run(self) -> None:
-        self.initial_design()
+        with self.own_time(lambda ms: self.stats.__setitem__("initial_design_ms", ms)):
+            self.initial_design()
         stall = 0
         max_steps = self.opt.max_steps_factor * self.ev.budget
         steps = 0
@@ -290,7 +311,8 @@ class _LatentSearch:
                 self.stats["stopped"] = f"step cap ({max_steps} steps)"
                 break
             steps += 1
-            new = self.step() if stall < self.opt.stall_limit else self.diversify()
+            with self.own_time(self.stats["step_ms"].append):
+                new = self.step() if stall < self.opt.stall_limit else self.diversify()
             if new:
                 stall = 0
             else:
@@ -661,7 +683,11 @@ def search_prolas(
 
     Returns:
         The common :class:`SearchResult`; ``extra`` records the checkpoint, the latent
-        dimension and box, the options and the loop counters.
+        dimension and box, the options, the loop counters, and the strategy's own CPU
+        time: ``initial_design_ms`` and ``step_ms`` (one entry per BO step), the
+        process's CPU milliseconds (``time.process_time``) less those spent inside the
+        Evaluator, i.e. the surrogate fit, the pool's draws and decoding, the OT
+        distances and the acquisition, without the GP fits.
     """
     log = log or (lambda s: None)
     options = options or LatentBOConfig()

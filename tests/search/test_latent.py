@@ -367,3 +367,38 @@ def test_rolling_pool_holds_the_last_window_of_draws(trained) -> None:
     whole.add(torch.full((trained.latent_dim,), 0.5), e)
     pool, _ = whole.candidate_pool(empty)
     assert len(pool) == len(draws[0]) + (64 - 16) + 4 * (12 - 3)
+
+
+def test_step_times_count_the_strategy_not_the_evaluations(trained, monkeypatch) -> None:
+    """``extra["step_ms"]`` holds one entry per BO step: the CPU time of the step less
+    the time spent inside the Evaluator. With a fake CPU clock that only the scorer
+    (1 000 s per evaluation) and the surrogate fit (5 ms each) advance, a BO step that
+    fitted the surrogate records exactly 5 ms."""
+    import types
+
+    latent = importlib.import_module("prolas.search.latent")
+    ot_gp = importlib.import_module("prolas.surrogates.ot_gp")
+    clock = [0.0]
+    monkeypatch.setattr(latent, "time", types.SimpleNamespace(process_time=lambda: clock[0]))
+    fit = ot_gp.OTGP.fit.__func__
+
+    def timed_fit(cls, *args, **kwargs):
+        clock[0] += 0.005
+        return fit(cls, *args, **kwargs)
+
+    monkeypatch.setattr(ot_gp.OTGP, "fit", classmethod(timed_fit))
+    scorer = Similarity("LIN*PER + SE")
+
+    def slow(e: Expression) -> Score:
+        clock[0] += 1000.0
+        return scorer(e)
+
+    opts = LatentBOConfig(base_kernels=False, warm_start=0, n_init=4, pool_sobol=64, pool_local=64)
+    res = search_prolas(
+        Evaluator(slow, 10), None, SearchConfig(budget=10), trained=trained, options=opts
+    )
+    steps = res.extra["step_ms"]
+    assert len(steps) == res.extra["bo_steps"] >= 6
+    # a step that diversifies instead (no candidate) fits nothing: 0 ms
+    assert set(steps) <= {0.0, 5.0} and steps.count(5.0) >= 5
+    assert res.extra["initial_design_ms"] == 0.0
