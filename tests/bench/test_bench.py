@@ -199,6 +199,17 @@ def test_summary_statistics_follow_their_definitions() -> None:
     assert ">4 (3/5)" in bench.summary_markdown(s.reset_index(), 4)
 
 
+def test_step_time_summary_follows_its_definition() -> None:
+    """Median, linear-interpolation 90th percentile and mean of the strategy's
+    milliseconds per BO step (PERFORMANCE.md's PROLAS row)."""
+    from prolas.bench.performance import step_time_summary
+
+    s = step_time_summary([40.0, 10.0, 30.0, 20.0, 100.0])
+    assert s == {"steps": 5, "median_ms": 30.0, "p90_ms": 76.0, "mean_ms": 40.0}
+    empty = step_time_summary([])
+    assert empty["steps"] == 0 and math.isnan(empty["median_ms"]) and math.isnan(empty["p90_ms"])
+
+
 def test_a_grid_without_plain_cks_measures_against_cks_with_change_rules() -> None:
     from prolas.bench.grid import reference_column
 
