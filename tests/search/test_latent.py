@@ -402,3 +402,41 @@ def test_step_times_count_the_strategy_not_the_evaluations(trained, monkeypatch)
     # a step that diversifies instead (no candidate) fits nothing: 0 ms
     assert set(steps) <= {0.0, 5.0} and steps.count(5.0) >= 5
     assert res.extra["initial_design_ms"] == 0.0
+
+
+def test_search_hands_frozen_objects_back(trained) -> None:
+    """The search keeps older objects out of full garbage collections while it runs
+    (gc.freeze) and hands them back when it ends, also when a scorer raises; a caller's
+    own frozen objects stay frozen."""
+    import gc
+
+    def boom(e: Expression) -> Score:
+        raise KeyboardInterrupt  # not a fit failure: it ends the search
+
+    opts = LatentBOConfig(base_kernels=False, warm_start=0, n_init=3, pool_sobol=32, pool_local=32)
+    frozen: list[int] = []
+    scorer = Similarity("LIN + PER")
+
+    def watching(e: Expression) -> Score:
+        frozen.append(gc.get_freeze_count())
+        return scorer(e)
+
+    assert gc.get_freeze_count() == 0
+    search_prolas(
+        Evaluator(watching, 5), None, SearchConfig(budget=5), trained=trained, options=opts
+    )
+    assert min(frozen) > 0 and gc.get_freeze_count() == 0
+    with pytest.raises(KeyboardInterrupt):
+        search_prolas(
+            Evaluator(boom, 5), None, SearchConfig(budget=5), trained=trained, options=opts
+        )
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        mine = gc.get_freeze_count()
+        search_prolas(
+            Evaluator(scorer, 5), None, SearchConfig(budget=5), trained=trained, options=opts
+        )
+        assert gc.get_freeze_count() > 0.9 * mine  # not handed back (freed ones leave)
+    finally:
+        gc.unfreeze()
