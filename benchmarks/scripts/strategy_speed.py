@@ -155,39 +155,71 @@ def _seeds(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
 
 
-def run_one(scorer_spec: str, seed: int, budget: int, options: list[str] = ()) -> dict:
-    kind, _, arg = scorer_spec.partition(":")
+def _scorer(kind: str, arg: str, args: argparse.Namespace):
+    """The scorer of ``--scorer KIND:ARG`` and the data set (None for synthetic ones)."""
+    if kind == "table":
+        return CacheTable(arg), None
+    if kind == "similarity":
+        return Similarity(arg), None
+    if kind == "gp":  # real fits, cheap settings, cached across variants and seeds
+        from prolas.bench import thin
+        from prolas.data import load_csv
+        from prolas.gp import FitConfig, GPScorer
+        from prolas.search.cache import CachedScorer
+
+        data = load_csv(arg)
+        if args.max_points and data.n > args.max_points:
+            data = thin(data, args.max_points)
+        floor = SearchConfig().lengthscale_floor
+        fit = FitConfig(restarts=args.restarts, seed=0, lengthscale_floor=floor)
+        cache = Path(args.cache_dir) / f"{Path(arg).stem}-{data.n}-r{args.restarts}.jsonl"
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        return CachedScorer(GPScorer(data, fit), cache), data
+    raise SystemExit(f"unknown scorer kind {kind!r}")
+
+
+def run_one(spec: str, seed: int, args: argparse.Namespace) -> dict:
+    """One search (PROLAS, or random search with ``--method random``) and its record."""
+    kind, _, arg = spec.partition(":")
+    budget, options = args.budget, list(args.option)
     clock = CLOCK
     clock.eval_s, clock.steps, clock.init_ms = 0.0, [], 0.0
     t0 = time.process_time()
     if kind == "fit":
         from prolas.cli import main
 
+        if options or args.method != "prolas":
+            raise SystemExit("a fit: scorer runs `prolas fit` as it is")
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "out"
-            if options:
-                raise SystemExit("--option needs a table or similarity scorer")
-            args = ["fit", arg, "--budget", str(budget), "--seed", str(seed)]
-            code = main([*args, "--out", str(out), "--quiet"])
+            argv = ["fit", arg, "--budget", str(budget), "--seed", str(seed)]
+            code = main([*argv, "--out", str(out), "--quiet"])
             assert code == 0, code
             doc = json.loads((out / "result.json").read_text())
             history = [(h["expression"], h.get("bic")) for h in doc["history"]]
     else:
         from prolas.threads import torch_threads
 
-        scorer = CacheTable(arg) if kind == "table" else Similarity(arg)
+        scorer, data = _scorer(kind, arg, args)
         ev = Evaluator(scorer, budget)
-        opts = latent.LatentBOConfig.from_overrides(list(options))  # defaults if none
+        config = SearchConfig(budget=budget, seed=seed)
         with torch_threads(1):  # as prolas.pipeline.run_strategy
-            res = latent.search_prolas(
-                ev, None, SearchConfig(budget=budget, seed=seed), options=opts
-            )
+            if args.method == "random":
+                from prolas.grammar import Grammar
+                from prolas.search.random_search import search_random
+
+                res = search_random(ev, Grammar.from_file(config.grammar), seed=seed)
+            else:
+                opts = latent.LatentBOConfig.from_overrides(options)  # defaults if none
+                res = latent.search_prolas(ev, data, config, options=opts)
         history = [(e.expression, e.bic) for e in res.history]
     total = time.process_time() - t0
     return {
         "prolas": str(Path(latent.__file__).resolve().parents[2]),
-        "scorer": scorer_spec,
-        "options": list(options),
+        "scorer": spec,
+        "method": args.method,
+        "options": options,
+        "label": args.label,
         "seed": seed,
         "budget": budget,
         "history": history,
@@ -238,6 +270,51 @@ def compare(old: str, new: str) -> None:
             print(f"{label} {scorer}: {_summary(sel)}")
 
 
+def quality(files: list[str], optimum: float | None) -> None:
+    """Per scorer and variant (label, or method and options): best score after 10, 25
+    and the whole budget (mean +- standard error over seeds), the first evaluation
+    reaching ``optimum`` (budget + 1 if never), and the strategy's step time."""
+    rows = [json.loads(line) for f in files for line in Path(f).read_text().splitlines()]
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        variant = r.get("label") or " ".join([r.get("method", "prolas"), *r.get("options", [])])
+        groups.setdefault((r["scorer"], variant), []).append(r)
+
+    def best_at(r: dict, n: int) -> float:
+        scores = [b for _, b in r["history"][:n] if b is not None]
+        return max(scores) if scores else math.nan
+
+    def ms(x: list[float]) -> str:
+        x = np.asarray(x, dtype=float)
+        se = x.std(ddof=1) / math.sqrt(len(x)) if len(x) > 1 else math.nan
+        return f"{x.mean():.2f} ± {se:.2f}"
+
+    print(
+        "| scorer | variant | seeds | best @10 | @25 | @budget | first hit | step ms median / p90 |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for (scorer, variant), rs in sorted(groups.items()):
+        budget = rs[0]["budget"]
+        hit = "-"
+        if optimum is not None:
+            hits = []
+            for r in rs:
+                idx = [
+                    i
+                    for i, (_, b) in enumerate(r["history"])
+                    if b is not None and b >= optimum - 1e-9
+                ]
+                hits.append(idx[0] + 1 if idx else budget + 1)
+            hit = ms(hits)
+        steps = np.concatenate([r["step_ms"] for r in rs]) if rs[0]["step_ms"] else np.array([])
+        t = f"{np.median(steps):.0f} / {np.quantile(steps, 0.9):.0f}" if len(steps) else "-"
+        print(
+            f"| {Path(scorer).name} | {variant} | {len(rs)} | {ms([best_at(r, 10) for r in rs])} "
+            f"| {ms([best_at(r, 25) for r in rs])} | {ms([best_at(r, budget) for r in rs])} "
+            f"| {hit} | {t} |"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -249,6 +326,14 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument(
         "--option", action="append", default=[], help="LatentBOConfig override key=value"
     )
+    r.add_argument("--label", default="", help="names the variant in the summary")
+    r.add_argument("--method", choices=("prolas", "random"), default="prolas")
+    r.add_argument("--restarts", type=int, default=2, help="gp: restarts per fit")
+    r.add_argument("--max-points", type=int, default=150, help="gp: thin longer series")
+    r.add_argument("--cache-dir", default="/tmp/strategy_speed_fits", help="gp: fit caches")
+    q = sub.add_parser("quality")
+    q.add_argument("files", nargs="+")
+    q.add_argument("--optimum", type=float, help="first evaluation reaching this score")
     c = sub.add_parser("compare")
     c.add_argument("old")
     c.add_argument("new")
@@ -256,12 +341,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.cmd == "compare":
         compare(args.old, args.new)
         return
+    if args.cmd == "quality":
+        quality(args.files, args.optimum)
+        return
     torch.set_num_threads(1)
     CLOCK.install()
     with open(args.out, "a") as fh:
         for spec in args.scorer:
             for seed in _seeds(args.seeds):
-                row = run_one(spec, seed, args.budget, args.option)
+                row = run_one(spec, seed, args)
                 fh.write(json.dumps(row) + "\n")
                 fh.flush()
                 steps = row["step_ms"]
