@@ -212,7 +212,9 @@ class _LatentSearch:
         # token sequences of points placed by encoding (warm start), for grammar edits
         self.sequence_of: dict[str, tuple[str, ...]] = {}
         # the candidate pool's draws of the last pool_window steps, newest first
-        self._pools: deque[tuple[torch.Tensor, list[Expression]]] = deque(
+        # (points, their decodes, the grammar edits among them, the number of points
+        # before the edits) of each draw
+        self._pools: deque[tuple[torch.Tensor, list[Expression], tuple, int]] = deque(
             maxlen=options.pool_window
         )
         self._edit_codes: dict[tuple, torch.Tensor] = {}  # unit-cube codes of the last edits
@@ -419,7 +421,8 @@ class _LatentSearch:
         optimiser's other ``starts``, ``pool_sobol / pool_window`` points of a scrambled
         Sobol design of the cube, ``pool_local / pool_window`` Gaussian perturbations of
         the best points so far (several scales) and the latent codes of grammar edits of
-        their sequences; with ``pool_window = 1`` every step draws the whole pool."""
+        their sequences (each set of edits once: the same best points edit alike); with
+        ``pool_window = 1`` every step draws the whole pool."""
         w = self.opt.pool_window
         parts = [starts.reshape(-1, self.d)]
         sobol = torch.quasirandom.SobolEngine(
@@ -444,12 +447,19 @@ class _LatentSearch:
                     self._edit_codes.clear()
                     self._edit_codes[edits] = self.to_unit(self.vae.encode_sequences(edits))
                 parts.append(self._edit_codes[edits])
+        else:
+            edits = ()
         drawn = torch.cat(parts).to(DTYPE)
-        self._pools.appendleft((drawn, self.decode(drawn)))
-        return (
-            torch.cat([u for u, _ in self._pools]),
-            [e for _, exprs in self._pools for e in exprs],
-        )
+        n_edits = len(parts[-1]) if edits else 0
+        self._pools.appendleft((drawn, self.decode(drawn), edits, len(drawn) - n_edits))
+        # the union, newest first; a set of edits the last steps drew again is kept once
+        points, exprs, seen_edits = [], [], set()
+        for u, es, key, n_random in self._pools:
+            keep = len(u) if key not in seen_edits else n_random
+            seen_edits.add(key)
+            points.append(u[:keep])
+            exprs += es[:keep]
+        return torch.cat(points), exprs
 
     def best_new(
         self, pool: torch.Tensor, exprs: list[Expression], k: int, exclude: set[str]
@@ -628,10 +638,10 @@ class _ExpressionGP:
         from prolas.surrogates.model import log_ei
         from prolas.surrogates.ot_gp import OTGP
 
-        first: dict[str, tuple[torch.Tensor, Expression]] = {}
-        for u, e in zip(points, exprs):
-            first.setdefault(str(e), (u, e))
-        cands = list(first.values())
+        first: dict[str, int] = {}
+        for i, e in enumerate(exprs):
+            first.setdefault(str(e), i)
+        cands = [(i, exprs[i]) for i in first.values()]  # (position in points, expression)
         keys, ys = self.data
         # model the log-likelihood BIC + k/2 ln N; subtract each candidate's known penalty
         half_log_n = search._half_log_n()
@@ -657,7 +667,7 @@ class _ExpressionGP:
                 return None
         order = torch.argsort(vals, descending=True).tolist()
         self._ranked = (cands, order, bic, var, vals)
-        return [cands[i] for i in order[:k]]
+        return [(points[cands[i][0]], cands[i][1]) for i in order[:k]]
 
 
 @contextlib.contextmanager

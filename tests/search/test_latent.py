@@ -337,7 +337,9 @@ def test_recorded_options_replay_the_search_that_wrote_them() -> None:
 
 def test_rolling_pool_holds_the_last_window_of_draws(trained) -> None:
     """With ``pool_window = w`` each step draws 1/w of the Sobol and local points, and the
-    pool is the draws of the last w steps, newest first, each with its decode."""
+    pool is the draws of the last w steps, newest first, each with its decode; the
+    grammar edits of the best points, which the steps draw alike while those stay the
+    best, are in it once."""
     import torch
 
     from prolas.search.latent import _LatentSearch
@@ -352,21 +354,21 @@ def test_rolling_pool_holds_the_last_window_of_draws(trained) -> None:
     draws = []
     for _ in range(6):
         pool, exprs = state.candidate_pool(empty)
-        newest = state._pools[0][0]
-        draws.append(newest)
-        # 64 / 4 Sobol points, 48 / (1 top point x 4 scales x 4) perturbations per scale,
-        # then the grammar edits of LIN*PER's sequence
-        assert len(newest) >= 16 + 4 * 3
-        assert torch.equal(pool, torch.cat(draws[-4:][::-1]))
-        # each point with its own decode (each draw decoded as one batch)
-        assert [str(x) for x in exprs] == [
-            str(x) for d in draws[-4:][::-1] for x in state.decode(d)
-        ]
-    # with a window of 1 every step draws the whole pool
+        drawn, decoded, edits, n_random = state._pools[0]
+        # 64 / 4 Sobol points, 48 / (1 top point x 4 scales x 4) per scale, then the
+        # grammar edits of LIN*PER's sequence
+        assert n_random == 16 + 4 * 3 and len(drawn) == n_random + len(edits) > n_random
+        assert [str(x) for x in decoded] == [str(x) for x in state.decode(drawn)]
+        draws.append((drawn, decoded, n_random))
+        window = draws[-4:][::-1]
+        expected = [window[0][0]] + [u[:n] for u, _, n in window[1:]]
+        assert torch.equal(pool, torch.cat(expected))
+        assert exprs == window[0][1] + [x for _, es, n in window[1:] for x in es[:n]]
+    # with a window of 1 every step draws the whole pool, edits included
     whole = _LatentSearch(ev, trained, replace(opts, pool_window=1), 0, 1, lambda s: None)
     whole.add(torch.full((trained.latent_dim,), 0.5), e)
     pool, _ = whole.candidate_pool(empty)
-    assert len(pool) == len(draws[0]) + (64 - 16) + 4 * (12 - 3)
+    assert len(pool) == 64 + 4 * 12 + len(edits)
 
 
 def test_step_times_count_the_strategy_not_the_evaluations(trained, monkeypatch) -> None:
