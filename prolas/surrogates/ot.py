@@ -72,6 +72,7 @@ Inputs of :class:`OTKernel` are indices into an :class:`ExpressionRegistry`
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import warnings
@@ -231,39 +232,6 @@ class ExpressionGraph:
         return self.labels[keep], self.masses[keep], np.ascontiguousarray(self.paths[keep])
 
 
-def _path_lengths(n: int, edges: Iterable[tuple[int, int]], src: int, dst: int) -> np.ndarray:
-    """``n x 6`` shortest/longest/random-walk hops from ``src`` and to ``dst`` (a DAG
-    whose node order is topological). Random walk: hop to a uniformly chosen child
-    (to ``dst``) or arrive from a uniformly chosen parent (from ``src``).
-
-    Plain Python on these ~10-node graphs (a PROLAS step builds hundreds): numpy's
-    per-call overhead was 3/4 of a graph's cost. The mean is summed left to right,
-    which is what ``ndarray.mean`` does below 8 values, so the lengths are the same
-    to the bit; wider fan-ins use ``ndarray.mean`` itself.
-    """
-    children: list[list[int]] = [[] for _ in range(n)]
-    parents: list[list[int]] = [[] for _ in range(n)]
-    for u, v in edges:
-        children[u].append(v)
-        parents[v].append(u)
-    out = [[0.0] * 6 for _ in range(n)]
-    for u in range(n):  # forward, from src
-        if u == src or not parents[u]:
-            continue
-        ps = [out[p] for p in parents[u]]
-        out[u][0] = 1 + min(r[0] for r in ps)
-        out[u][1] = 1 + max(r[1] for r in ps)
-        out[u][2] = 1 + _mean([r[2] for r in ps])
-    for u in reversed(range(n)):  # backward, to dst
-        if u == dst or not children[u]:
-            continue
-        cs = [out[c] for c in children[u]]
-        out[u][3] = 1 + min(r[3] for r in cs)
-        out[u][4] = 1 + max(r[4] for r in cs)
-        out[u][5] = 1 + _mean([r[5] for r in cs])
-    return np.array(out, dtype=np.float64).reshape(n, 6)
-
-
 def _mean(values: list[float]) -> float:
     """``np.mean(values)`` to the bit: a left-to-right sum below 8 values (numpy's
     pairwise summation starts there), numpy itself above."""
@@ -324,15 +292,68 @@ def expression_graph(expr: Expression | str, config: OTConfig | None = None) -> 
     # topological order: by longest path from ip, stable (the flat order when unchanged)
     order = sorted(range(len(nodes)), key=lambda i: nodes[i][3])
     new = {old: i for i, old in enumerate(order)}
-    labels = [lab.index(nodes[i][0]) for i in order] + [lab.index("op")]
+    position = _label_positions(lab)
+    labels = [position[nodes[i][0]] for i in order] + [position["op"]]
     masses = [nodes[i][1] for i in order] + [0.0]
     out = len(labels) - 1
     edges = [(new[c], new[i]) for i in order for c in nodes[i][2]] + [(new[top], out)]
     m = np.asarray(masses, dtype=np.float64)
     processing = m[1:-1].sum()
     m[0] = m[-1] = config.zeta * processing
-    paths = _path_lengths(len(labels), edges, 0, out)
+    paths = _tree_path_lengths([n[2] for n in nodes], top)
+    paths = np.vstack(
+        [paths[order], [[paths[top][0] + 1, paths[top][1] + 1, paths[top][2] + 1, 0, 0, 0]]]
+    )
     return ExpressionGraph(str(expr), np.asarray(labels), m, paths, tuple(edges))
+
+
+@functools.lru_cache(maxsize=8)
+def _label_positions(labels: tuple[str, ...]) -> dict[str, int]:
+    return {name: i for i, name in enumerate(labels)}
+
+
+def _tree_path_lengths(inputs: list[list[int]], top: int) -> np.ndarray:
+    """``n x 6`` shortest, longest and random-walk hops from ip and to op of the nodes of
+    an expression graph, from its construction: ``inputs[u]`` lists the nodes feeding
+    node u (node 0 is ip, which feeds every leaf; a node's inputs are built before it),
+    ``top`` feeds op. Rows in construction order, op left out. A random walk from ip
+    arrives from a uniformly chosen input, one to op leaves to a uniformly chosen
+    consumer.
+
+    From ip: ``1 + min``, ``1 + max`` and ``1 + mean`` over the inputs (the mean summed
+    left to right in input order below 8 values, as ``ndarray.mean``: the same to the
+    bit as the edge-list computation). To op: every node but ip feeds exactly one node,
+    so its three hops are its depth below op; ip's are the min, max and mean over the
+    leaves (integers, so the mean is exact in any order).
+
+    Plain Python on these ~10-node graphs (a PROLAS step builds dozens): numpy's per-call
+    overhead was most of a graph's cost.
+    """
+    n = len(inputs)
+    fwd = [(0.0, 0.0, 0.0)] * n
+    consumer = [-1] * n
+    for u in range(1, n):
+        ins = inputs[u]
+        for c in ins:
+            consumer[c] = u
+        if ins == [0]:  # a leaf
+            fwd[u] = (1.0, 1.0, 1.0)
+            continue
+        rows = [fwd[c] for c in ins]
+        fwd[u] = (
+            1 + min(r[0] for r in rows),
+            1 + max(r[1] for r in rows),
+            1 + _mean([r[2] for r in rows]),
+        )
+    depth = [0.0] * n
+    depth[top] = 1.0
+    for u in range(n - 1, 0, -1):  # a consumer is built after the nodes it reads
+        if u != top:
+            depth[u] = 1.0 + depth[consumer[u]]
+    leaf_depths = [depth[u] for u in range(1, n) if inputs[u] == [0]]
+    out = np.array([[*fwd[u], depth[u], depth[u], depth[u]] for u in range(n)], dtype=np.float64)
+    out[0, 3:] = 1 + min(leaf_depths), 1 + max(leaf_depths), 1 + _mean(leaf_depths)
+    return out
 
 
 def otmann_distance(

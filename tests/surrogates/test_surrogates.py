@@ -486,3 +486,18 @@ def test_anchored_distances_equal_pairwise_ot_to_the_bit() -> None:
     assert np.all(np.diag(dtt) == 0.0)
     with pytest.raises(IndexError):  # only registered expressions can be anchors
         reg.anchor([len(reg)])
+
+
+@pytest.mark.parametrize("grammar_name", ["change", "abcd"])
+def test_graph_path_lengths_equal_the_edge_list_computation_to_the_bit(grammar_name) -> None:
+    """The graphs' path lengths, computed from their construction, equal the direct
+    numpy computation from their edges to the bit, on 400 draws of a grammar with
+    change operators (and of one with WN and PERC)."""
+    from prolas.surrogates.ot import expression_graph
+
+    rng = np.random.default_rng(17)
+    grammar = Grammar.from_file(ROOT / "grammars" / f"{grammar_name}.toml")
+    config = OTConfig()
+    for expr in dict.fromkeys(str(grammar.sample(rng)) for _ in range(400)):
+        g = expression_graph(expr, config)
+        assert g.paths.tobytes() == _reference_path_lengths(g).tobytes(), expr
