@@ -166,8 +166,9 @@ class LatentBOConfig:
     def from_record(cls, options: dict) -> LatentBOConfig:
         """The settings a search recorded (``SearchResult.extra["options"]``), to replay it.
         Records from before the base kernels opened the initial design lack
-        ``base_kernels``: those searches ran without them."""
-        values = {"base_kernels": False, **options}
+        ``base_kernels``: those searches ran without them; records from before the
+        rolling pool lack ``pool_window``: those drew the whole pool every step."""
+        values = {"base_kernels": False, "pool_window": 1, **options}
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
     def __post_init__(self) -> None:
