@@ -219,6 +219,8 @@ class _LatentSearch:
             maxlen=options.pool_window
         )
         self._edit_codes: dict[tuple, torch.Tensor] = {}  # unit-cube codes of the last edits
+        self._edits_of: dict[tuple[str, ...], list[tuple[str, ...]]] = {}  # see edits_of
+        self._code_of: dict[tuple[str, ...], torch.Tensor] = {}
         self.surrogate = _ExpressionGP() if options.surrogate == "ot" else _LatentGP()
         self.stats = {
             "bo_steps": 0,
@@ -442,11 +444,11 @@ class _LatentSearch:
             seqs = self.vae.decode_sequences(self.to_latent(torch.stack([self.U[i] for i in top])))
             # a point placed by encoding edits its own sequence, not its decode
             seqs = [self.sequence_of.get(self.E[i], q) for i, q in zip(top, seqs)]
-            edits = tuple(sorted({n for q in seqs for n in sequence_edits(q, self.vae.grammar)}))
+            edits = tuple(sorted({n for q in seqs for n in self.edits_of(q)}))
             if edits:
                 if edits not in self._edit_codes:  # the same best points edit alike
                     self._edit_codes.clear()
-                    self._edit_codes[edits] = self.to_unit(self.vae.encode_sequences(edits))
+                    self._edit_codes[edits] = torch.stack([self._code_of[q] for q in edits])
                 parts.append(self._edit_codes[edits])
         else:
             edits = ()
@@ -461,6 +463,17 @@ class _LatentSearch:
             points.append(u[:keep])
             exprs += es[:keep]
         return torch.cat(points), exprs
+
+    def edits_of(self, seq: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """The grammar edits of a best point's sequence (:func:`sequence_edits`), their
+        unit-cube codes kept by sequence: encoded once per best point, as one batch."""
+        edits = self._edits_of.get(seq)
+        if edits is None:
+            edits = self._edits_of[seq] = sorted(set(sequence_edits(seq, self.vae.grammar)))
+            new = [q for q in edits if q not in self._code_of]
+            if new:
+                self._code_of.update(zip(new, self.to_unit(self.vae.encode_sequences(new))))
+        return edits
 
     def best_new(
         self, pool: torch.Tensor, exprs: list[Expression], k: int, exclude: set[str]
