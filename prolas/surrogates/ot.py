@@ -33,10 +33,15 @@ flat construction (leaves, products, sum): its graph and distances are unchanged
 * structure C_str(i, j) = (1/6) sum_{s in {sp, lp, rw}, t in {ip, op}} |delta^s_t(i) - delta^s_t(j)|
   over shortest / longest / random-walk path lengths from ``ip`` and to ``op``.
 
-It is solved as a balanced OT program with POT's exact ``ot.emd`` by adding a sink
-to each graph (mass = the other graph's total mass; unit cost 1 between a node and
-the other graph's sink, 0 between the two sinks). The normalised distance is
-d_bar = d / (tm(G1) + tm(G2)) <= 1.
+It is a balanced OT program once a sink is added to each graph (mass = the other
+graph's total mass; unit cost 1 between a node and the other graph's sink, 0 between
+the two sinks). An optimal plan never matches nodes at the stand-in for an infinite
+cost (>= 2: leaving both unmatched is cheaper), so ip and op, each at that cost from
+every other label, match only their counterparts: their share of d is
+``min(m1, m2) min(c, 2) + |m1 - m2|`` in closed form, and POT's exact network simplex
+solves the program of the remaining nodes, in which nodes of equal label and path
+lengths are merged (:class:`Transport`; equal to the one program over all nodes to
+rounding). The normalised distance is d_bar = d / (tm(G1) + tm(G2)) <= 1.
 
 **When is d a (pseudo-)metric?** The per-node cost c(i, j) = M(l_i, l_j) + nu C_str(i, j)
 must itself be a pseudometric on the disjoint union of all nodes: C_str is an L1
@@ -231,6 +236,60 @@ class ExpressionGraph:
         keep = self.masses > 0
         return self.labels[keep], self.masses[keep], np.ascontiguousarray(self.paths[keep])
 
+    @cached_property
+    def transport(self) -> Transport:
+        """The graph as :func:`otmann_distance` solves it (:class:`Transport`)."""
+        n = len(self.labels)
+        keep = self.masses[1 : n - 1] > 0
+        labels = self.labels[1 : n - 1][keep]
+        masses = self.masses[1 : n - 1][keep]
+        paths = self.paths[1 : n - 1][keep]
+        first: dict[tuple[int, bytes], int] = {}
+        merged: list[int] = []
+        weight: list[float] = []
+        for k, (lab, row) in enumerate(zip(labels.tolist(), paths)):
+            at = first.setdefault((lab, row.tobytes()), len(merged))
+            if at == len(merged):
+                merged.append(k)
+                weight.append(masses[k])
+            else:
+                weight[at] += masses[k]
+        return Transport(
+            (float(self.masses[0]), self.paths[0]),
+            (float(self.masses[n - 1]), self.paths[n - 1]),
+            labels[merged],
+            np.asarray(weight, dtype=np.float64),
+            np.ascontiguousarray(paths[merged]),
+        )
+
+
+@dataclass(frozen=True)
+class Transport:
+    """An expression graph split as the distance solves it.
+
+    ip and op match only their counterparts (every other label is at the finite stand-in
+    for infinity, >= 2, which an optimal plan never uses), so their part of d has a
+    closed form (:func:`_atom_distance`); the other nodes form one transport program, in
+    which nodes of equal label and path lengths are merged (their masses added: equal
+    rows of the cost matrix, so the optimum is unchanged).
+
+    Attributes:
+        ip, op: ``(mass, path lengths)`` of the input and output nodes.
+        labels, masses, paths: the other nodes with positive mass, merged, in order of
+            first appearance.
+    """
+
+    ip: tuple[float, np.ndarray]
+    op: tuple[float, np.ndarray]
+    labels: np.ndarray
+    masses: np.ndarray
+    paths: np.ndarray
+
+    @cached_property
+    def total(self) -> float:
+        """Mass of the nodes other than ip and op."""
+        return float(self.masses.sum())
+
 
 def _mean(values: list[float]) -> float:
     """``np.mean(values)`` to the bit: a left-to-right sum below 8 values (numpy's
@@ -362,10 +421,31 @@ def otmann_distance(
     config: OTConfig | None = None,
     label_matrix: np.ndarray | None = None,
 ) -> tuple[float, float]:
-    """``(d, d_bar)`` between two expression graphs (exact OT with ``ot.emd``)."""
+    """``(d, d_bar)`` between two expression graphs (exact OT; module docstring).
+
+    Solved in parts (:class:`Transport`): ``d = d_rest + d_ip + d_op``, the transport
+    program of the nodes other than ip and op (POT's network simplex, with the two
+    sinks) plus the closed forms of ip and op; equal to the one program over all nodes
+    to rounding (tests/surrogates: 1e-12).
+    """
     config = config or OTConfig()
     lm = config.label_matrix() if label_matrix is None else label_matrix
-    return _distances_from(g1, [g2], config.nu_str, lm, g1_rows=True)[0]
+    t1, t2 = g1.transport, g2.transport
+    costs = _node_costs(t1.labels, t1.paths, t2.labels, t2.paths, config.nu_str, lm)
+    d_rest = _rest_distances(
+        costs[None], t1.masses[None], t2.masses[None], np.array([t1.total]), np.array([t2.total])
+    )
+    ip_label, op_label = config.labels.index("ip"), config.labels.index("op")
+    d_ip = _atom_distances(
+        np.array([t1.ip[0]]), t1.ip[1][None], np.array([t2.ip[0]]), t2.ip[1][None],
+        ip_label, config.nu_str, lm,
+    )  # fmt: skip
+    d_op = _atom_distances(
+        np.array([t1.op[0]]), t1.op[1][None], np.array([t2.op[0]]), t2.op[1][None],
+        op_label, config.nu_str, lm,
+    )  # fmt: skip
+    d = float((d_rest + d_ip + d_op)[0])
+    return d, d / (g1.total_mass + g2.total_mass)
 
 
 def _node_costs(
@@ -375,67 +455,42 @@ def _node_costs(
     return lm[l1][:, l2] + nu_str * np.abs(p1[:, None, :] - p2[None, :, :]).mean(-1)
 
 
-def _distances_from(
-    g: ExpressionGraph,
-    others: list[ExpressionGraph],
+def _atom_distances(
+    x1: np.ndarray,
+    p1: np.ndarray,
+    x2: np.ndarray,
+    p2: np.ndarray,
+    label: int,
     nu_str: float,
     lm: np.ndarray,
-    g1_rows: bool,
-) -> list[tuple[float, float]]:
-    """``(d, d_bar)`` between ``g`` and each of ``others``: G1 = g (``g1_rows``) or
-    G1 = the other graph. The node costs of all pairs come from one broadcast over the
-    others' concatenated nodes (:func:`_node_costs`), then :func:`_solve_batch`."""
-    if not others:
-        return []
-    lg, _, pg = g.support
-    lo = np.concatenate([o.support[0] for o in others])
-    po = np.concatenate([o.support[2] for o in others])
-    if g1_rows:
-        costs = _node_costs(lg, pg, lo, po, nu_str, lm)  # ng x (sum of sizes)
-    else:
-        costs = _node_costs(lo, po, lg, pg, nu_str, lm).T  # transposed view, same values
-    return [(d, db) for d, db in _solve_batch(g, others, costs, g1_rows).T.tolist()]
-
-
-def _solve_batch(
-    g: ExpressionGraph, others: list[ExpressionGraph], costs: np.ndarray, g1_rows: bool
 ) -> np.ndarray:
-    """``(d, d_bar)`` of ``g`` against each of ``others`` (a ``2 x len(others)`` array)
-    from their node costs ``costs`` (``g``'s support nodes x the others' concatenated
-    support nodes, whatever the orientation). The padded cost matrices and marginals of
-    all others of one support size are built as one array, so the loop over pairs only
-    calls the transport solver. The orientation is kept because the solver's cost is
-    exact only up to rounding: a pair's value is the same to the bit in any batch."""
-    _, mg, _ = g.support
-    sup = [o.support for o in others]
-    sizes = np.fromiter((len(s[1]) for s in sup), dtype=np.int64, count=len(sup))
-    mo = np.concatenate([s[1] for s in sup])
-    tmo = np.fromiter((o.total_mass for o in others), dtype=np.float64, count=len(others))
-    tmg = g.total_mass
-    ng = len(mg)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    d = np.empty(len(others))
-    for size in np.unique(sizes).tolist():
-        ks = np.nonzero(sizes == size)[0]
-        cols = offsets[ks][:, None] + np.arange(size)  # k x size
-        block = costs[:, cols].transpose(1, 0, 2)  # k x ng x size
-        n1, n2 = (ng, size) if g1_rows else (size, ng)
-        # nodes on the rows/columns plus one dummy each (unit cost to leave mass unmatched)
-        c = np.ones((len(ks), n1 + 1, n2 + 1))
-        c[:, n1, n2] = 0.0
-        c[:, :n1, :n2] = block if g1_rows else block.transpose(0, 2, 1)
-        a = np.empty((len(ks), n1 + 1))
-        b = np.empty((len(ks), n2 + 1))
-        if g1_rows:
-            a[:, :n1], a[:, n1] = mg, tmo[ks]
-            b[:, :n2], b[:, n2] = mo[cols], tmg
-        else:
-            a[:, :n1], a[:, n1] = mo[cols], tmg
-            b[:, :n2], b[:, n2] = mg, tmo[ks]
-        for r, k in enumerate(ks.tolist()):
-            d[k] = max(_emd_cost(a[r], b[r], c[r]), 0.0)
-    total = (tmg + tmo) if g1_rows else (tmo + tmg)
-    return np.stack([d, d / total])
+    """The transport cost between single nodes of one label, of masses ``x1``, ``x2``
+    and path lengths ``p1``, ``p2`` (``k`` pairs): ``min(x1, x2) min(c, 2) + |x1 - x2|``
+    with ``c = M(l, l) + nu_str C_str``: match what both have (unless leaving both
+    unmatched, at 1 + 1, is cheaper), leave the rest unmatched at 1."""
+    c = lm[label, label] + nu_str * np.abs(p1 - p2).mean(-1)
+    return np.minimum(x1, x2) * np.minimum(c, 2.0) + np.abs(x1 - x2)
+
+
+def _rest_distances(
+    costs: np.ndarray, m1: np.ndarray, m2: np.ndarray, tm1: np.ndarray, tm2: np.ndarray
+) -> np.ndarray:
+    """Optimal transport costs of ``k`` programs of one shape: node costs ``costs``
+    (``k x n1 x n2``), masses ``m1`` (``k x n1``) and ``m2`` (``k x n2``), their totals
+    ``tm1``, ``tm2``. Each side gets a sink holding the other side's total (unit cost
+    between a node and the other side's sink, 0 between the sinks: leaving mass
+    unmatched costs 1), and the loop over programs only calls the solver."""
+    k, n1, n2 = costs.shape
+    c = np.ones((k, n1 + 1, n2 + 1))
+    c[:, n1, n2] = 0.0
+    c[:, :n1, :n2] = costs
+    a = np.empty((k, n1 + 1))
+    a[:, :n1], a[:, n1] = m1, tm2
+    b = np.empty((k, n2 + 1))
+    b[:, :n2], b[:, n2] = m2, tm1
+    return np.fromiter(
+        (max(_emd_cost(a[r], b[r], c[r]), 0.0) for r in range(k)), dtype=np.float64, count=k
+    )
 
 
 def _emd_cost(a: np.ndarray, b: np.ndarray, cost: np.ndarray) -> float:
@@ -444,10 +499,9 @@ def _emd_cost(a: np.ndarray, b: np.ndarray, cost: np.ndarray) -> float:
     C-contiguous ``cost``.
 
     Calls POT's network-simplex solver directly: ``ot.emd`` spends ~85 % of its time on
-    argument checks and backend dispatch for these tiny problems (~10 x 12), and a
-    PROLAS step computes ~12 000 distances (~8 us a call here against ~40 us; same cost
-    to 1e-15). Falls back to ``ot.emd`` if POT's internal solver is not where this
-    version expects it.
+    argument checks and backend dispatch for these tiny problems (~8 x 8), and a PROLAS
+    step solves thousands (~8 us a call here against ~40 us; same cost to 1e-15). Falls
+    back to ``ot.emd`` if POT's internal solver is not where this version expects it.
     """
     if _emd_c is None:  # pragma: no cover - depends on the POT version
         return float((ot.emd(a, b, cost) * cost).sum())
@@ -460,13 +514,13 @@ def _emd_cost(a: np.ndarray, b: np.ndarray, cost: np.ndarray) -> float:
 class ExpressionRegistry:
     """Expression graphs by index, with a cache of pairwise (d, d_bar).
 
-    A pair's value never changes, so each is computed once (:func:`_distances_from`, G1
-    the graph of the smaller index). Pairs are kept in a dictionary, except pairs with an
+    A pair's value never changes, so each is computed once, as :func:`otmann_distance`
+    computes it with G1 the graph of the smaller index, and in batches (the missing
+    pairs of a request at once). Pairs are kept in a dictionary, except pairs with an
     *anchor*: :meth:`anchor` declares indices (a surrogate's training expressions)
     whose distances to every registered expression are kept in dense arrays, so that the
-    ``m x n`` block between candidates and anchors is gathered in one indexing operation
-    and its missing entries are found and filled one anchor column at a time. Every value
-    is the same to the bit whichever store holds it.
+    ``m x n`` block between candidates and anchors is gathered in one indexing operation.
+    Every value is :func:`otmann_distance`'s to the bit, whichever store holds it.
 
     >>> reg = ExpressionRegistry()
     >>> i, j = reg.index("SE"), reg.index("SE + PER")
@@ -485,16 +539,19 @@ class ExpressionRegistry:
         self._anchor_at = np.zeros(0, dtype=np.int64)  # by index: anchor position or -1
         # (d, d_bar) x registered index x anchor position; NaN = not computed yet
         self._dense = np.full((2, 0, 0), np.nan)
-        # node types (label, path lengths) of the graphs' support nodes
+        # node types (label, path lengths) of the graphs' nodes
         self._type_of: dict[tuple[int, bytes], int] = {}
         self._type_labels = np.zeros(0, dtype=np.int64)  # by capacity, as the one below
         self._type_paths = np.zeros((0, 6))
-        # per graph (rows by capacity): support size, total mass, and the types and masses
-        # of its support nodes (columns up to the largest support; padding unused)
+        # per graph (rows by capacity) its Transport: the merged nodes' count, types and
+        # masses (columns up to the largest count; padding unused), their total, ip's and
+        # op's masses and path lengths; and the graph's total mass
         self._sizes = np.zeros(0, dtype=np.int64)
-        self._totals = np.zeros(0)
         self._node_type = np.zeros((0, 1), dtype=np.int64)
         self._node_mass = np.zeros((0, 1))
+        self._rest_totals = np.zeros(0)
+        self._atoms = np.zeros((0, 2, 7))  # (ip, op) x (mass, 6 path lengths)
+        self._totals = np.zeros(0)
 
     def __len__(self) -> int:
         return len(self.graphs)
@@ -512,26 +569,31 @@ class ExpressionRegistry:
             idx = len(self.graphs)
             graph = expression_graph(expr, self.config)
             self.graphs.append(graph)
-            types = self._node_types(graph)
+            t = graph.transport
+            types = self._node_types(t.labels, t.paths)
             width = max(self._node_type.shape[1], len(types))
             if idx == len(self._sizes) or width > self._node_type.shape[1]:  # capacities grow
                 rows = max(2 * idx, 64) if idx == len(self._sizes) else len(self._sizes)
                 self._sizes = np.resize(self._sizes, rows)
+                self._rest_totals = np.resize(self._rest_totals, rows)
                 self._totals = np.resize(self._totals, rows)
+                self._atoms = np.resize(self._atoms, (rows, 2, 7))
                 node_type = np.zeros((rows, width), dtype=np.int64)
                 node_mass = np.zeros((rows, width))
                 r, w = self._node_type.shape
                 node_type[:r, :w], node_mass[:r, :w] = self._node_type, self._node_mass
                 self._node_type, self._node_mass = node_type, node_mass
-            self._sizes[idx], self._totals[idx] = len(types), graph.total_mass
+            self._sizes[idx] = len(types)
             self._node_type[idx, : len(types)] = types
-            self._node_mass[idx, : len(types)] = graph.support[1]
+            self._node_mass[idx, : len(types)] = t.masses
+            self._rest_totals[idx], self._totals[idx] = t.total, graph.total_mass
+            self._atoms[idx, 0, 0], self._atoms[idx, 0, 1:] = t.ip
+            self._atoms[idx, 1, 0], self._atoms[idx, 1, 1:] = t.op
             self._index[key] = idx
         return idx
 
-    def _node_types(self, graph: ExpressionGraph) -> np.ndarray:
-        """The type (label and path lengths) of each support node of ``graph``."""
-        labels, _, paths = graph.support
+    def _node_types(self, labels: np.ndarray, paths: np.ndarray) -> np.ndarray:
+        """The type (label and path lengths) of each of these nodes."""
         out = np.empty(len(labels), dtype=np.int64)
         n = len(self._type_of)
         for k, (lab, row) in enumerate(zip(labels.tolist(), paths)):
@@ -611,43 +673,42 @@ class ExpressionRegistry:
 
     def _solve_pairs(self, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
         """``(d, d_bar)`` of the pairs ``(g1[k], g2[k])`` (G1 = graph ``g1[k]``), a
-        ``2 x k`` array. Pairs of equal support sizes are built as one padded array of
-        node costs and marginals, so the loop over pairs only calls the transport
-        solver. The node costs come from :func:`_node_costs` between the node types the
-        pairs use, so each pair's inputs, and so its value, are those of
-        :func:`otmann_distance` to the bit."""
+        ``2 x k`` array, as :func:`otmann_distance` computes them. The closed forms of ip
+        and op are one vectorised expression; the other nodes' programs of equal shape
+        are built as one padded array (node costs by :func:`_node_costs` between the node
+        types the pairs use) and the loop over pairs only calls the transport solver.
+        Each pair's inputs, and so its value, are :func:`otmann_distance`'s to the bit."""
         out = np.empty((2, len(g1)))
         if not len(g1):
             return out
+        nu, lm, labels = self.config.nu_str, self._lm, self.config.labels
+        a1, a2 = self._atoms[g1], self._atoms[g2]
+        d = np.empty(len(g1))
         s1, s2 = self._sizes[g1], self._sizes[g2]
         # node costs between the node types of all the pairs, then each pair's by position
         t1, t2 = self._node_type[g1], self._node_type[g2]
         cols = np.arange(t1.shape[1])[None, :]
         u1, u2 = np.unique(t1[cols < s1[:, None]]), np.unique(t2[cols < s2[:, None]])
         lab, paths = self._type_labels, self._type_paths
-        costs = _node_costs(lab[u1], paths[u1], lab[u2], paths[u2], self.config.nu_str, self._lm)
+        costs = _node_costs(lab[u1], paths[u1], lab[u2], paths[u2], nu, lm)
         at1, at2 = np.searchsorted(u1, t1), np.searchsorted(u2, t2)  # padding: unused
         group = s1 * (int(max(s1.max(), s2.max())) + 1) + s2
         order = np.argsort(group, kind="stable")
-        bounds = np.flatnonzero(np.diff(group[order])) + 1
-        for ks in np.split(order, bounds):
+        for ks in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
             n1, n2 = int(s1[ks[0]]), int(s2[ks[0]])
             i1, i2 = g1[ks], g2[ks]
-            tm1, tm2 = self._totals[i1], self._totals[i2]
-            # nodes on the rows/columns plus one dummy each (unit cost to leave mass unmatched)
-            c = np.ones((len(ks), n1 + 1, n2 + 1))
-            c[:, n1, n2] = 0.0
-            c[:, :n1, :n2] = costs[at1[ks, :n1][:, :, None], at2[ks, :n2][:, None, :]]
-            a = np.empty((len(ks), n1 + 1))
-            a[:, :n1], a[:, n1] = self._node_mass[i1, :n1], tm2
-            b = np.empty((len(ks), n2 + 1))
-            b[:, :n2], b[:, n2] = self._node_mass[i2, :n2], tm1
-            d = np.fromiter(
-                (max(_emd_cost(a[r], b[r], c[r]), 0.0) for r in range(len(ks))),
-                dtype=np.float64,
-                count=len(ks),
+            d[ks] = _rest_distances(
+                costs[at1[ks, :n1][:, :, None], at2[ks, :n2][:, None, :]],
+                self._node_mass[i1, :n1],
+                self._node_mass[i2, :n2],
+                self._rest_totals[i1],
+                self._rest_totals[i2],
             )
-            out[0, ks], out[1, ks] = d, d / (tm1 + tm2)
+        for atom, name in enumerate(("ip", "op")):
+            x1, p1 = a1[:, atom, 0], a1[:, atom, 1:]
+            x2, p2 = a2[:, atom, 0], a2[:, atom, 1:]
+            d += _atom_distances(x1, p1, x2, p2, labels.index(name), nu, lm)
+        out[0], out[1] = d, d / (self._totals[g1] + self._totals[g2])
         return out
 
     # --- pairs -------------------------------------------------------------------------
@@ -659,11 +720,9 @@ class ExpressionRegistry:
             d, db = self._anchored(np.asarray([row]), np.asarray([anchor]))[:, 0, 0]
             return float(d), float(db)
         key = (i, j) if i < j else (j, i)
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = otmann_distance(self.graphs[key[0]], self.graphs[key[1]], self.config, self._lm)
-            self._cache[key] = hit
-        return hit
+        if key not in self._cache:
+            self._fill_row(key[0], [key[1]])
+        return self._cache[key]
 
     def distances(self, idx1, idx2) -> tuple[np.ndarray, np.ndarray]:
         """``(D, D_bar)`` matrices ``len(idx1) x len(idx2)``."""
@@ -691,21 +750,21 @@ class ExpressionRegistry:
         return out
 
     def _fill_row(self, i: int, js: list[int]) -> None:
-        """Cache the pairs ``(i, j)`` not cached yet, in two batches: ``j > i`` (graph
-        i is G1, as :meth:`pair` orders them) and ``j < i`` (graph i is G2). Pairs with
-        an anchor are left to :meth:`pair` (the dense store holds them)."""
+        """Cache the pairs ``(i, j)`` not cached yet (G1 = the smaller index, as
+        :meth:`pair` orders them). Pairs with an anchor are left to :meth:`pair` (the
+        dense store holds them)."""
         cache, anchored = self._cache, self._anchor_pos
         if i in anchored:
             return
-        after = [j for j in js if j > i and j not in anchored and (i, j) not in cache]
-        before = [j for j in js if j < i and j not in anchored and (j, i) not in cache]
-        g, nu = self.graphs[i], self.config.nu_str
-        if after:
-            rows = _distances_from(g, [self.graphs[j] for j in after], nu, self._lm, True)
-            cache.update(((i, j), r) for j, r in zip(after, rows))
-        if before:
-            rows = _distances_from(g, [self.graphs[j] for j in before], nu, self._lm, False)
-            cache.update(((j, i), r) for j, r in zip(before, rows))
+        keys = [
+            (min(i, j), max(i, j))
+            for j in js
+            if j != i and j not in anchored and (min(i, j), max(i, j)) not in cache
+        ]
+        if keys:
+            g1, g2 = (np.asarray(side, dtype=np.int64) for side in zip(*keys))
+            vals = self._solve_pairs(g1, g2)
+            cache.update(zip(keys, map(tuple, vals.T.tolist())))
 
 
 class OTKernel(Kernel):

@@ -501,3 +501,32 @@ def test_graph_path_lengths_equal_the_edge_list_computation_to_the_bit(grammar_n
     for expr in dict.fromkeys(str(grammar.sample(rng)) for _ in range(400)):
         g = expression_graph(expr, config)
         assert g.paths.tobytes() == _reference_path_lengths(g).tobytes(), expr
+
+
+@pytest.mark.parametrize("grammar_name", ["change", "abcd"])
+def test_ot_distance_in_parts_equals_the_one_program_over_all_nodes(grammar_name) -> None:
+    """otmann_distance solves ip and op in closed form and merges equal nodes; it equals
+    the module docstring's one balanced program over all support nodes and two sinks,
+    solved by ot.emd, to 1e-12 (200 pairs of a grammar's draws, d and d_bar)."""
+    import ot
+
+    from prolas.surrogates.ot import expression_graph, otmann_distance
+
+    rng = np.random.default_rng(23)
+    grammar = Grammar.from_file(ROOT / "grammars" / f"{grammar_name}.toml")
+    config = OTConfig()
+    lm = config.label_matrix()
+    for _ in range(200):
+        g1 = expression_graph(grammar.sample(rng), config)
+        g2 = expression_graph(grammar.sample(rng), config)
+        (l1, m1, p1), (l2, m2, p2) = g1.support, g2.support
+        n1, n2 = len(m1), len(m2)
+        c = np.ones((n1 + 1, n2 + 1))
+        c[n1, n2] = 0.0
+        structure = np.abs(p1[:, None, :] - p2[None, :, :]).mean(-1)
+        c[:n1, :n2] = lm[np.ix_(l1, l2)] + config.nu_str * structure
+        a, b = np.append(m1, g2.total_mass), np.append(m2, g1.total_mass)
+        d = float((ot.emd(a, b, c) * c).sum())
+        got = otmann_distance(g1, g2, config, lm)
+        assert got[0] == pytest.approx(d, rel=1e-12, abs=1e-12)
+        assert got[1] == pytest.approx(d / (g1.total_mass + g2.total_mass), rel=1e-12, abs=1e-12)
