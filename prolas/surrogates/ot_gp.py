@@ -85,8 +85,12 @@ def _kernel(theta: torch.Tensor, d: torch.Tensor, db: torch.Tensor) -> torch.Ten
 
 
 def _repair(k: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    """K with jitter on the diagonal if it is indefinite (:meth:`OTKernel._repair`)."""
+    """K with jitter on the diagonal if it is indefinite (:meth:`OTKernel._repair`). A
+    K whose Cholesky factorisation succeeds is positive definite to rounding, far inside
+    the tolerance, so only a K that fails it needs its eigenvalues."""
     with torch.no_grad():
+        if int(torch.linalg.cholesky_ex(k).info) == 0:
+            return k, False
         evals = torch.linalg.eigvalsh(k)
     lam = float(evals[0])
     scale = float(evals.abs().max()) if len(evals) else 0.0

@@ -4,6 +4,7 @@ predictions at the same hyperparameters, and the same fitted model."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import gpytorch
@@ -21,7 +22,7 @@ from prolas.surrogates.model import (
     dense_numerics,
     fit_surrogate,
 )
-from prolas.surrogates.ot_gp import NAMES, OTGP, default_raw
+from prolas.surrogates.ot_gp import NAMES, OT_GP_BOUNDS, OTGP, default_raw
 
 torch.set_num_threads(1)
 
@@ -60,7 +61,8 @@ def _gpytorch_model(surrogate, train, y, raw: torch.Tensor) -> tuple[FittedSurro
     for name in NAMES[2:]:
         getattr(kernel, f"raw_{name}").data.fill_(values[name])
     model.train()
-    with torch.no_grad(), dense_numerics():
+    with torch.no_grad(), dense_numerics(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)  # OTKernel's repair, expected
         mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)(model(x), ys)
     model.eval()
     return FittedSurrogate(model, mean, std, float(mll) * len(y)), float(mll)
@@ -79,13 +81,17 @@ def test_default_start_is_fit_surrogates(data) -> None:
 def test_same_predictions_and_likelihood_at_the_same_hyperparameters(data) -> None:
     """At any hyperparameters (a fresh GPyTorch model loaded with them), the cached
     Cholesky factor gives GPyTorch's marginal likelihood and its predictions (the
-    joint=False path) to 1e-10, for candidates in several batches."""
+    joint=False path) to 1e-10, for candidates in several batches; also where the
+    training Gram matrix is indefinite and both add the same jitter."""
     surrogate, train, cands, y = data
     registry = surrogate.registry
     rng = np.random.default_rng(0)
-    for _ in range(3):
-        raw = default_raw() + torch.as_tensor(rng.normal(0.0, 1.0, len(NAMES)))
+    raws = [default_raw() + torch.as_tensor(rng.normal(0.0, 1.0, len(NAMES))) for _ in range(3)]
+    raws.append(_raw(alpha=1.0, beta=0.05, alpha_bar=1.0, beta_bar=0.05))  # indefinite K
+    repaired = []
+    for raw in raws:
         ours = OTGP(registry, registry.indices(train), y, raw, mll=0.0)
+        repaired.append(ours.repaired)
         fitted, mll = _gpytorch_model(surrogate, train, y, raw)
         for batch in (cands[:50], cands[50:]):
             mu, var = fitted.predict(surrogate.encode_expressions(batch), joint=False)
@@ -94,6 +100,17 @@ def test_same_predictions_and_likelihood_at_the_same_hyperparameters(data) -> No
             np.testing.assert_allclose(var2.numpy(), var.numpy(), rtol=1e-9, atol=1e-12)
         loss = _objective(ours, y)
         assert loss == pytest.approx(-mll, rel=1e-10)
+    assert repaired == [False, False, False, True]  # both of OTKernel's cases were met
+
+
+def _raw(**values: float) -> torch.Tensor:
+    """Raw hyperparameters with the given kernel values (the rest at the start)."""
+    raw = default_raw().clone()
+    lo, hi = OT_GP_BOUNDS
+    for name, v in values.items():
+        p = (v - lo) / (hi - lo)
+        raw[NAMES.index(name)] = math.log(p) - math.log(1 - p)
+    return raw
 
 
 def _objective(model: OTGP, y) -> float:
