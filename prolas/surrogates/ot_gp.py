@@ -176,19 +176,10 @@ class OTGP:
         best: dict = {"loss": math.inf, "raw": None}
 
         def closure() -> torch.Tensor:
-            opt.zero_grad()
-            noise, c, theta = _unpack(raw)
-            k, _ = _repair(_kernel(theta, d, db))
-            chol = _cholesky(k + noise * eye, tries=4, first=1e-8)
-            r = (ys - c).unsqueeze(-1)
-            quad = (r * torch.cholesky_solve(r, chol)).sum()
-            loss = (0.5 * quad + chol.diagonal().log().sum() + 0.5 * n * math.log(2 * math.pi)) / n
-            value = loss.item()
-            if math.isfinite(value):
-                if value < best["loss"]:
-                    best["loss"], best["raw"] = value, raw.detach().clone()
-                loss.backward()
-            return loss
+            loss, raw.grad = _objective(raw.detach(), d, db, ys, eye)
+            if math.isfinite(loss) and loss < best["loss"]:
+                best["loss"], best["raw"] = loss, raw.detach().clone()
+            return torch.tensor(loss, dtype=torch.float64)
 
         try:
             opt.step(closure)
@@ -207,6 +198,43 @@ class OTGP:
         v = torch.linalg.solve_triangular(self._chol, kst.transpose(-1, -2), upper=False)
         var = (self.prior_var - (v**2).sum(0)).clamp_min(1e-12)
         return mu * self.y_std + self.y_mean, var * self.y_std**2
+
+
+def _objective(
+    raw: torch.Tensor, d: torch.Tensor, db: torch.Tensor, ys: torch.Tensor, eye: torch.Tensor
+) -> tuple[float, torch.Tensor]:
+    """Minus the marginal log-likelihood per point (module docstring) and its gradient
+    in the raw values. With ``Sigma = L L^T``, ``a = Sigma^{-1} r`` and ``W = Sigma^{-1}
+    - a a^T``: ``d/d theta = tr(W dSigma/d theta) / (2n)`` for the noise (``dSigma =
+    I``) and the kernel's values (``dK/d alpha = e^{-beta d}``, ``dK/d beta = -alpha d
+    e^{-beta d}``, likewise for the bars; the repair's jitter is a constant, as in
+    :meth:`OTKernel._repair`), ``-sum(a) / n`` for c; then the transforms' derivatives
+    (``sigmoid`` for softplus, ``(u - l) s (1 - s)`` for the box). A failed factorisation
+    raises; a non-finite loss comes back as such."""
+    n = len(ys)
+    noise, c, theta = _unpack(raw)
+    e1, e2 = torch.exp(-theta[1] * d), torch.exp(-theta[3] * db)
+    k, _ = _repair(theta[0] * e1 + theta[2] * e2)
+    chol = _cholesky(k + noise * eye, tries=4, first=1e-8)
+    r = (ys - c).unsqueeze(-1)
+    a = torch.cholesky_solve(r, chol)
+    quad = float((r * a).sum())
+    loss = (0.5 * quad + float(chol.diagonal().log().sum()) + 0.5 * n * math.log(2 * math.pi)) / n
+    if not math.isfinite(loss):
+        return loss, torch.zeros_like(raw)
+    w = torch.cholesky_inverse(chol) - a @ a.T
+    dk = torch.stack([e1, -theta[0] * d * e1, e2, -theta[2] * db * e2])  # 4 x n x n
+    g_theta = 0.5 * (w * dk).sum(dim=(1, 2))
+    lo, hi = OT_GP_BOUNDS
+    s = torch.sigmoid(raw[2:])
+    grad = torch.cat(
+        [
+            (0.5 * w.diagonal().sum() * torch.sigmoid(raw[0])).reshape(1),
+            (-a.sum()).reshape(1),
+            g_theta * (hi - lo) * s * (1 - s),
+        ]
+    )
+    return loss, grad / n
 
 
 def _standardisation(y: np.ndarray) -> tuple[float, float]:
