@@ -35,12 +35,8 @@ Loop (:meth:`_LatentSearch.run`):
    optimiser's other starts (latent GP), Sobol points of the cube, Gaussian
    perturbations of the ``pool_top`` best points and the latent codes of grammar edits
    of their sequences (:func:`~prolas.surrogates.acquisition.sequence_edits`, CKS's
-   moves). The pool rolls: each step draws 1/``pool_window`` of the Sobol points and
-   perturbations and decodes only those, and the pool is the draws of the last
-   ``pool_window`` steps (benchmarks/results/strategy_speed/: a quarter of the
-   strategy's time per step, best BICs within noise of drawing the whole pool every
-   step). Decoding is cheap enough that a step is never wasted on the large latent
-   regions that decode to frequent short expressions.
+   moves). Decoding thousands of points costs ~0.1 s, so a step is never wasted on the
+   large latent regions that decode to frequent short expressions.
 4. **Evaluate** the batch.
 5. **Diversify** when the surrogate has nothing to model, finds no new candidate, or
    ``stall_limit`` steps in a row found no new expression: perturb the incumbent with
@@ -124,10 +120,6 @@ class LatentBOConfig:
         pool_sobol: Sobol points in the candidate pool.
         pool_local: Gaussian perturbations of the ``pool_top`` best points in the pool
             (split evenly over the points and ``perturb_scales``).
-        pool_window: the pool is the draws of the last ``pool_window`` steps, each
-            step drawing ``1 / pool_window`` of ``pool_sobol`` and ``pool_local``
-            (1: the whole pool every step, as searches did before the window; 16 measured in
-            benchmarks/results/strategy_speed/).
         stall_limit: consecutive steps without a new expression before diversifying.
         perturb_scales: standard deviations (unit-cube units) of the perturbations,
             in the pool and, each ``perturb_tries`` times, when diversifying; then up to
@@ -144,7 +136,7 @@ class LatentBOConfig:
     pool_sobol: int = 1024
     pool_local: int = 1024
     pool_top: int = 3
-    pool_window: int = 16
+    pool_window: int = 1
     stall_limit: int = 20
     perturb_scales: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4)
     perturb_tries: int = 25
