@@ -120,6 +120,9 @@ class LatentBOConfig:
         pool_sobol: Sobol points in the candidate pool.
         pool_local: Gaussian perturbations of the ``pool_top`` best points in the pool
             (split evenly over the points and ``perturb_scales``).
+        pool_window: the pool is the draws of the last ``pool_window`` steps, each step
+            drawing ``1 / pool_window`` of ``pool_sobol`` and ``pool_local`` (1: the
+            whole pool every step; benchmarks/results/strategy_speed/ measures 16).
         stall_limit: consecutive steps without a new expression before diversifying.
         perturb_scales: standard deviations (unit-cube units) of the perturbations,
             in the pool and, each ``perturb_tries`` times, when diversifying; then up to
