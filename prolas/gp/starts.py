@@ -145,6 +145,10 @@ def periodogram_candidates(t: np.ndarray, y: np.ndarray, floor: float, k: int = 
     gaps = np.diff(np.sort(t))
     spacing = float(gaps[gaps > 0].min()) if np.any(gaps > 0) else 0.0
     f_lo, f_hi = 1.0 / span, min(1.0 / max(floor, 1e-12), 0.5 / max(spacing, 1e-12))
+    # a period that repeats in the data and is resolved by them needs f_lo < f < f_hi
+    grid = np.geomspace(max(floor * 1.5, span / 50), span / 2, 4)
+    if f_hi < 2.0 * f_lo:  # a handful of points: less than an octave to look at
+        return np.array(list(grid) + [2.0 * span, 5.0 * span])
     freqs = np.geomspace(f_lo, f_hi, 2000)
     power = lomb_scargle(t, resid - resid.mean(), freqs)
     log_power = np.log(np.maximum(power, 1e-300))
@@ -180,7 +184,6 @@ def periodogram_candidates(t: np.ndarray, y: np.ndarray, floor: float, k: int = 
             break
     periods = [1.0 / f for f in _refined(t, resid - resid.mean(), freqs, chosen, f_lo, f_hi)]
     # a coarse grid, plus periods beyond the span (PER then acts as a smooth kernel)
-    grid = np.geomspace(max(floor * 1.5, span / 50), span / 2, 4)
     return np.array(periods + list(grid) + [2.0 * span, 5.0 * span])
 
 

@@ -68,6 +68,15 @@ def test_a_sinusoid_in_part_of_the_data_ranks_first_not_its_aliases_or_subharmon
     assert periods.min() >= 2 * spacing * 0.999  # nothing above the Nyquist frequency
 
 
+@pytest.mark.parametrize("n", [3, 4, 5, 8])
+def test_a_handful_of_points_gets_finite_candidate_periods(n: int) -> None:
+    """Below an octave between 1/span and the Nyquist frequency there is no periodogram to
+    rank (its filters' widths would be unbounded): the grid alone."""
+    t = np.linspace(0.0, 1.0, n)
+    periods = candidate_periods(t, np.sin(7 * t) + t, 1.0 / (n - 1))
+    assert periods.size >= 6 and np.all(np.isfinite(periods)) and np.all(periods > 0)
+
+
 def test_candidate_periods_are_remembered_as_copies() -> None:
     t = np.linspace(0.0, 1.0, 100)
     y = np.sin(2 * np.pi * t * 9) + np.random.default_rng(2).normal(0.0, 0.3, t.size)
