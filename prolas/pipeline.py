@@ -23,7 +23,7 @@ from prolas.limits import EXACT_REFIT_LIMIT, SEARCH_POINTS
 from prolas.records import Evaluation, SearchResult
 from prolas.search.config import SearchConfig, search_data
 from prolas.search.evaluator import Evaluator
-from prolas.threads import torch_threads
+from prolas.threads import fit_threads, torch_threads
 
 if TYPE_CHECKING:  # pragma: no cover
     from prolas.search.journal import Journal
@@ -47,9 +47,14 @@ def make_evaluator(
     executor: Executor | None = None,
     on_result: Callable[[Evaluation], None] | None = None,
 ) -> Evaluator:
-    """An Evaluator that fits GPs on ``dataset`` with the config's restarts and seed."""
+    """An Evaluator that fits GPs on ``dataset`` with the config's restarts and seed.
+
+    In-process (no ``executor``) each fit runs its restarts on the cores the process may
+    use (:func:`prolas.threads.fit_threads`); with an executor the parallelism is over
+    fits, one thread each."""
+    workers = fit_threads() if executor is None else 1
     return Evaluator(
-        GPScorer(dataset, config.fit_config),
+        GPScorer(dataset, config.fit_config, workers=workers),
         budget=config.budget,
         executor=executor,
         on_result=on_result,
@@ -149,7 +154,11 @@ def refit(fit: FitResult, dataset: Dataset, config: SearchConfig) -> FitResult:
     if dataset.n <= EXACT_REFIT_LIMIT:
         starts = [fit] if sharp is None else [fit, sharp]
         fitted = fit_gp(
-            fit.expression, dataset, replace(config.fit_config, restarts=1), init=starts
+            fit.expression,
+            dataset,
+            replace(config.fit_config, restarts=1),
+            init=starts,
+            workers=fit_threads(),
         )
     else:
         from prolas.gp.scalable import refit_sgpr, sgpr_bound

@@ -11,10 +11,33 @@ BLAS and OpenMP library loaded (``threadpoolctl``), whatever the block set on th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["restore_threads", "torch_threads"]
+__all__ = ["available_cores", "fit_threads", "restore_threads", "torch_threads"]
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS reports it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS/Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def fit_threads() -> int:
+    """Threads for an in-process GP fit's independent minimisations
+    (:func:`prolas.gp.fit_gp`'s ``workers``): the cores this process may run on, or
+    fewer when ``OMP_NUM_THREADS`` says so. A worker of a process pool is given
+    ``cores // workers`` there (:class:`prolas.search.executors.ProcessPool`), so the
+    fits of ``--workers 2`` on two cores run on one thread each."""
+    cores = available_cores()
+    try:
+        limit = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return cores
+    return max(1, min(cores, limit))
 
 
 @contextmanager

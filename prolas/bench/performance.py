@@ -36,6 +36,7 @@ from prolas.pipeline import run_search
 from prolas.records import write_json
 from prolas.search.config import SearchConfig, search_data
 from prolas.search.evaluator import Evaluator
+from prolas.threads import fit_threads
 
 __all__ = [
     "step_time_summary",
@@ -118,7 +119,9 @@ def _measure_pipeline(n: int, budget: int) -> dict:
     ds = daily_series(n)
     config = SearchConfig(budget=budget)
     view = search_view(ds, config)
-    timed = TimedScorer(GPScorer(search_data(ds, config), config.fit_config))
+    # as prolas fit's in-process evaluator (prolas.pipeline.make_evaluator)
+    scorer = GPScorer(search_data(ds, config), config.fit_config, workers=fit_threads())
+    timed = TimedScorer(scorer)
     cpu, t = _cpu_seconds(), time.perf_counter()
     result, best = run_search(ds, config, evaluator=Evaluator(timed, budget))
     wall = time.perf_counter() - t

@@ -38,8 +38,10 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 
 import numpy as np
 import torch
@@ -344,11 +346,46 @@ def _minimise(
     return best[0], ll
 
 
+def _each(pool: ThreadPoolExecutor | None, fn: Callable, items: Sequence) -> list:
+    """``[fn(item) for item in items]``, in order, on the pool's threads when there is one.
+
+    A fit's restarts, polishes and hop moves are independent minimisations; most of each
+    evaluation is numpy and LAPACK work on ``n x n`` arrays, which release the GIL, so
+    two threads on two cores run two of them at nearly twice the speed. Each runs exactly
+    the operations it would run alone: the fit's result does not depend on ``workers``.
+    """
+    if pool is None or len(items) < 2:
+        return [fn(item) for item in items]
+    return list(pool.map(fn, items))
+
+
+def _minimise_each(
+    pool: ThreadPoolExecutor | None,
+    model: GramModel,
+    thetas: Sequence[np.ndarray],
+    y: np.ndarray,
+    max_iter: int,
+    tolerance: float,
+) -> list[tuple[np.ndarray, float]]:
+    """:func:`_minimise` from each of ``thetas`` (:func:`_each`)."""
+    return _each(
+        pool, partial(_minimise, model, y=y, max_iter=max_iter, tolerance=tolerance), thetas
+    )
+
+
+def _value_each(
+    pool: ThreadPoolExecutor | None, model: GramModel, thetas: Sequence[np.ndarray], y: np.ndarray
+) -> list[float]:
+    """:func:`_value` at each of ``thetas`` (:func:`_each`)."""
+    return _each(pool, partial(_value, model, y=y), thetas)
+
+
 def _screen(
     starts: np.ndarray,
     stages: tuple[tuple[int, int, int], ...],
     on_points,
     config: FitConfig,
+    pool: ThreadPoolExecutor | None = None,
 ) -> list[np.ndarray]:
     """Successive screening (:meth:`FitConfig.schedule`): the candidates after the last
     stage, best first (failed ones dropped)."""
@@ -357,7 +394,7 @@ def _screen(
         if k:
             cands = cands[: max(int(count), 1)]
         m, yy = on_points(points)
-        cands = [_minimise(m, th, yy, iters, config.tolerance) for th, _ in cands]
+        cands = _minimise_each(pool, m, [th for th, _ in cands], yy, iters, config.tolerance)
         cands = [(th, ll) for th, ll in cands if math.isfinite(ll)]
         cands.sort(key=lambda c: -c[1])
     return [th for th, _ in cands]
@@ -413,6 +450,12 @@ def _hop_moves(
     return moves
 
 
+def _value(model: GramModel, theta: np.ndarray, y: np.ndarray) -> float:
+    """``log p(y | theta)`` without its gradient (NaN where ``K`` is not positive definite)."""
+    with np.errstate(all="ignore"):  # thread-local: set in the thread that evaluates
+        return model.log_likelihood(theta, y, grad=False)[0]
+
+
 def _hop(
     model: GramModel,
     theta: np.ndarray,
@@ -420,6 +463,7 @@ def _hop(
     y: np.ndarray,
     config: FitConfig,
     hints: tuple[float, ...] = (),
+    pool: ThreadPoolExecutor | None = None,
 ) -> tuple[np.ndarray, float]:
     """Basin hopping from a polished fit (:class:`FitConfig`): per round, the ``hop_moves``
     best single-parameter moves of :func:`_hop_moves` run ``hop_iter`` iterations each;
@@ -429,13 +473,14 @@ def _hop(
         # ``hop_moves`` best parameters
         best: dict[int, tuple[float, np.ndarray]] = {}
         with np.errstate(all="ignore"):
-            for k, th in _hop_moves(model, theta, y, hints):
-                v = model.log_likelihood(th, y, grad=False)[0]
-                if math.isfinite(v) and (k not in best or v > best[k][0]):
-                    best[k] = (v, th)
+            scan = _hop_moves(model, theta, y, hints)
+        values = _value_each(pool, model, [th for _, th in scan], y)
+        for (k, th), v in zip(scan, values):
+            if math.isfinite(v) and (k not in best or v > best[k][0]):
+                best[k] = (v, th)
         ranked = sorted(best.values(), key=lambda c: -c[0])
         moves = [th for _, th in ranked[: config.hop_moves]]
-        tried = [_minimise(model, th, y, config.hop_iter, config.tolerance) for th in moves]
+        tried = _minimise_each(pool, model, moves, y, config.hop_iter, config.tolerance)
         tried = [(th, v) for th, v in tried if math.isfinite(v) and v > ll + 0.01]
         if not tried:
             break
@@ -462,6 +507,7 @@ def fit_gp(
     seed: int | None = None,
     init: FitResult | Sequence[FitResult] | None = None,
     cold: bool = True,
+    workers: int = 1,
 ) -> FitResult:
     """Fit an expression by exact marginal likelihood with random restarts.
 
@@ -480,6 +526,11 @@ def fit_gp(
             the fit is never worse than the cold fit.
         cold: ``False`` skips the random restarts and fits from ``init`` alone (a
             repair of a fit that a contained sub-model beat).
+        workers: threads running the fit's independent minimisations (restarts,
+            polishes, hop moves) side by side (:func:`_each`); the result is the same for
+            every value. Give it the cores nothing else uses: a fit inside a pool of
+            worker processes keeps 1. Above 2 000 points the BLAS threads parallelise
+            each evaluation instead, and ``workers`` is not used.
 
     Never raises for numerical trouble: if every restart fails after
     ``config.attempts`` fresh initialisations, the result has ``status="failed"`` and
@@ -490,8 +541,15 @@ def fit_gp(
     # 144 x 144 dot product. Large N keeps the threads.
     threads = 1 if dataset.n <= 2000 else None
     keep_heap()  # the evaluations' N x N temporaries reuse freed memory (prolas.memory)
-    with threadpool_limits(limits=threads, user_api="blas"):
-        return _fit_gp(expr, dataset, _fit_config(config, restarts, seed), init, cold)
+    workers = max(1, int(workers)) if threads == 1 else 1
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="prolas-fit") if workers > 1 else None
+    try:
+        with threadpool_limits(limits=threads, user_api="blas"):
+            config = _fit_config(config, restarts, seed)
+            return _fit_gp(expr, dataset, config, init, cold, pool)
+    finally:
+        if pool is not None:
+            pool.shutdown()
 
 
 def _fit_gp(
@@ -500,6 +558,7 @@ def _fit_gp(
     config: FitConfig,
     init: FitResult | Sequence[FitResult] | None,
     cold: bool = True,
+    pool: ThreadPoolExecutor | None = None,
 ) -> FitResult:
     t_start = time.perf_counter()
     expr = parse(expr) if isinstance(expr, str) else expr
@@ -539,8 +598,7 @@ def _fit_gp(
         if config.presample > R:
             # keep the R draws of highest likelihood on the first stage's points
             pm, py = on_points(stages[0][2])
-            with np.errstate(all="ignore"):
-                lls = [pm.log_likelihood(th, py, grad=False)[0] for th in starts]
+            lls = _value_each(pool, pm, list(starts), py)
             lls = [v if math.isfinite(v) else -math.inf for v in lls]
             starts = starts[np.argsort(-np.array(lls), kind="stable")[:R]]
         exact, warm = [], []
@@ -553,7 +611,7 @@ def _fit_gp(
                 errors.append(f"warm start from {f.expression} skipped ({exc})")
         # Screening: every random start runs the stages, the best going on to the next;
         # the ``keep`` best are then polished to convergence on all the data.
-        chosen = _screen(starts, stages, on_points, config)[: config.keep] if cold else []
+        chosen = _screen(starts, stages, on_points, config, pool)[: config.keep] if cold else []
         n_cold = len(chosen)
         # A warm start is screened in the first stage and polished besides (a warm fit is
         # never worse than the cold one); an exact start is polished from where it is: at
@@ -561,16 +619,17 @@ def _fit_gp(
         if warm:
             first = stages[0]
             sm, sy = on_points(first[2])
-            screened = [_minimise(sm, th, sy, first[1], config.tolerance) for th in warm]
+            screened = _minimise_each(pool, sm, warm, sy, first[1], config.tolerance)
             chosen += [th for th, ll in screened if math.isfinite(ll)]
         if config.polish_points and cold:
             # converge on a subsample first: the full-data polish then starts near its end
             pm, py = on_points(config.polish_points)
-            chosen = [_minimise(pm, th, py, config.max_iter, config.tolerance)[0] for th in chosen]
-        polished = [
-            (_minimise(model, th, y, config.max_iter, config.tolerance), k < n_cold)
-            for k, th in enumerate([*chosen, *exact])
-        ]
+            chosen = _minimise_each(pool, pm, chosen, py, config.max_iter, config.tolerance)
+            chosen = [th for th, _ in chosen]
+        polished = _minimise_each(
+            pool, model, [*chosen, *exact], y, config.max_iter, config.tolerance
+        )
+        polished = [(p, k < n_cold) for k, p in enumerate(polished)]
         polished = [(p, from_cold) for p, from_cold in polished if math.isfinite(p[1])]
         if not polished:
             tried = (R if cold else 0) + len(warm) + len(exact)
@@ -585,7 +644,7 @@ def _fit_gp(
             sources = [p for p in (best_cold, polished[0][0]) if p is not None]
             if len(sources) == 2 and sources[0] is sources[1]:
                 sources = sources[:1]
-            hopped = [_hop(model, *p, y, config, hints) for p in sources]
+            hopped = [_hop(model, *p, y, config, hints, pool) for p in sources]
             polished = [(p, False) for p in hopped] + polished
             polished.sort(key=lambda p: -p[0][1])
         polished = [p for p, _ in polished]
@@ -664,6 +723,9 @@ class GPScorer:
     dataset: Dataset
     config: FitConfig = FitConfig()
     threads: int | None = 1
+    #: threads of each fit's independent minimisations (:func:`fit_gp`'s ``workers``;
+    #: the fits are the same for every value)
+    workers: int = 1
 
     def __call__(self, expr: Expression, init: Sequence[FitResult] = ()) -> Score:
         """Fit ``expr``; ``init``: related fits to warm-start from (:func:`fit_gp`)."""
@@ -671,7 +733,8 @@ class GPScorer:
             torch.set_num_threads(self.threads)  # small-N fits are fastest single-threaded
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumericsWarning)
-            return fit_gp(expr, self.dataset, self.config, init=init or None).to_score()
+            fit = fit_gp(expr, self.dataset, self.config, init=init or None, workers=self.workers)
+            return fit.to_score()
 
     def refit(self, expr: Expression, init: Sequence[FitResult]) -> Score:
         """Refit ``expr`` from ``init`` alone (no random restarts): the repair of a fit
@@ -680,4 +743,7 @@ class GPScorer:
             torch.set_num_threads(self.threads)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumericsWarning)
-            return fit_gp(expr, self.dataset, self.config, init=init, cold=False).to_score()
+            fit = fit_gp(
+                expr, self.dataset, self.config, init=init, cold=False, workers=self.workers
+            )
+            return fit.to_score()

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import zlib
 from collections.abc import Sequence
 
@@ -74,6 +75,8 @@ def lomb_scargle(t: np.ndarray, y: np.ndarray, freqs: np.ndarray) -> np.ndarray:
 #: candidate_periods of the last few data sets: a search fits tens of expressions on the
 #: same points, and a fit asks for its starts and for its hops.
 _PERIODS_CACHE: dict[tuple, np.ndarray] = {}
+#: a fit's parallel minimisations (:func:`prolas.gp.fit.fit_gp`, ``workers``) share it
+_PERIODS_LOCK = threading.Lock()
 
 
 #: a peak counts towards a harmonic score above ten times its running-median background
@@ -97,22 +100,26 @@ def candidate_periods(
     y = np.ascontiguousarray(y, dtype=np.float64)
     hints = tuple(float(h) for h in hints)
     key = (t.tobytes(), y.tobytes(), float(f"{floor:.12g}"), int(k), hints)
-    if key not in _PERIODS_CACHE:
-        if hints:
-            first = [h for h in hints if h >= floor]
-            # the fitted points' own candidates, less those a hint stands for (within 5 %)
-            own = [
-                float(p)
-                for p in candidate_periods(t, y, floor, k)
-                if all(abs(p / h - 1.0) > 0.05 for h in first)
-            ]
-            periods = np.array(first + own)
-        else:
-            periods = periodogram_candidates(t, y, floor, k)
+    with _PERIODS_LOCK:
+        cached = _PERIODS_CACHE.get(key)
+    if cached is not None:
+        return cached.copy()
+    if hints:
+        first = [h for h in hints if h >= floor]
+        # the fitted points' own candidates, less those a hint stands for (within 5 %)
+        own = [
+            float(p)
+            for p in candidate_periods(t, y, floor, k)
+            if all(abs(p / h - 1.0) > 0.05 for h in first)
+        ]
+        periods = np.array(first + own)
+    else:
+        periods = periodogram_candidates(t, y, floor, k)
+    with _PERIODS_LOCK:
         if len(_PERIODS_CACHE) >= 16:
             del _PERIODS_CACHE[next(iter(_PERIODS_CACHE))]
         _PERIODS_CACHE[key] = periods
-    return _PERIODS_CACHE[key].copy()
+    return periods.copy()
 
 
 def periodogram_candidates(t: np.ndarray, y: np.ndarray, floor: float, k: int = 6) -> np.ndarray:

@@ -93,6 +93,8 @@ __all__ = [
     "ForecastError",
     "FORECAST_METHODS",
     "MAX_HORIZON",
+    "BAND_SCALE_BOUNDS",
+    "band_scale",
     "bic_weights",
     "forecast",
     "forecast_figure",
@@ -144,6 +146,8 @@ class Forecast:
         check: ``rolling`` and ``rolling-mix``: the :func:`rolling_origin_check` table
             the model was picked from or the weights came from (one row per candidate
             model); ``None`` otherwise.
+        band_scale: the factor the components' standard deviations were multiplied by
+            (:func:`band_scale`; 1 when the band is the models' own).
     """
 
     x: np.ndarray
@@ -158,6 +162,7 @@ class Forecast:
     component_means: np.ndarray = field(repr=False)
     component_sds: np.ndarray = field(repr=False)
     check: pd.DataFrame | None = field(default=None, repr=False)
+    band_scale: float = 1.0
 
     def __len__(self) -> int:
         return int(self.x.size)
@@ -374,6 +379,7 @@ def forecast(
     method: str = DEFAULT_FORECAST,
     level: float = 0.95,
     weights: Sequence[float] | None = None,
+    calibrate: bool = False,
 ) -> Forecast:
     """Forecast y from fitted models (hyperparameters fixed) conditioned on ``dataset``.
 
@@ -395,6 +401,9 @@ def forecast(
             predictive.
         level: probability of the central band (0.95: the 2.5 % and 97.5 % quantiles).
         weights: ``bma`` only: the mixture weights (normalised) instead of BIC weights.
+        calibrate: multiply every component's standard deviation by the factor that
+            scored best on forecasts of the data's own end (:func:`band_scale`); the
+            mean does not change, the band and the density do.
 
     Returns:
         a :class:`Forecast` in y's original units.
@@ -432,6 +441,11 @@ def forecast(
     elif w is None:
         w = bic_weights([f.bic for f in fits])
     means, sds = _components(fits, dataset, x)
+    scale = 1.0
+    if calibrate:
+        steps = math.ceil((float(np.max(x)) - float(dataset.x[-1])) / dataset.spacing - 1e-9)
+        scale, _ = band_scale(fits, dataset, w, max(1, steps))
+        sds = scale * sds
     mean = (w[:, None] * means).sum(0)
     tail = 0.5 * (1.0 - float(level))
     lower = mixture_quantiles(tail, means, sds, w)
@@ -450,6 +464,7 @@ def forecast(
         component_means=to_y(means),
         component_sds=sds * dataset.y_std,
         check=check,
+        band_scale=float(scale),
     )
 
 
@@ -607,6 +622,70 @@ def rolling_origin_check(
     frame["n_predictions"] = err_all.shape[1]
     frame["n_origins"] = origins.size
     return frame
+
+
+#: The range of :func:`band_scale`'s factor: a band may be narrowed to half its width or
+#: widened to four times.
+BAND_SCALE_BOUNDS = (0.5, 4.0)
+
+
+def band_scale(
+    fits: Sequence[FitResult],
+    dataset: Dataset,
+    weights: Sequence[float],
+    horizon: int,
+    *,
+    n_origins: int = 5,
+    bounds: tuple[float, float] = BAND_SCALE_BOUNDS,
+) -> tuple[float, int]:
+    """The factor ``s`` on the components' predictive standard deviations under which
+    the mixture best forecast the end of its own training data, ``(s, P)``.
+
+    A GP's band comes from hyperparameters fixed at one optimum of the marginal
+    likelihood, which scores how the data are explained, not how the model extrapolates:
+    no uncertainty about the hyperparameters or the structure enters it, and a periodic
+    model's band stops growing a few steps out. The factor measures how far off that is
+    at the forecast's own lead times. With ``H_c = min(horizon, n // 3)``, the origins
+    are ``n_origins`` evenly spaced indices in ``[n - 2 H_c, n - H_c]`` (at least
+    ``n // 3`` and 2 points before each); from each origin ``o`` the models
+    (hyperparameters fixed at their fit on all the data, mixed with ``weights``) are
+    conditioned on ``x[:o]`` and predict the next ``H_c`` points (:func:`origin_split`).
+    Over those ``P`` (origin, point) pairs,
+
+        s = argmax_s  Σ_t log Σ_i w_i N(y_t; m_i(t), s² v_i(t)),
+
+    on a grid of 97 log-spaced values over ``bounds``: the log score is proper, so the
+    factor narrows a band that was too wide and widens one too narrow. The check's
+    points were fitted too, so ``s`` errs on the narrow side.
+
+    Returns:
+        ``(s, P)``; ``(1.0, 0)`` when the data are too short for an origin.
+    """
+    fits, _ = _as_fits(fits, None)
+    w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    if w.size != len(fits):
+        raise ForecastError(f"{w.size} weights for {len(fits)} models")
+    n = dataset.n
+    h = min(int(horizon), n // 3)
+    first = max(n - 2 * h, n // 3, 2)
+    if h < 1 or first > n - h:
+        return 1.0, 0
+    origins = np.unique(np.linspace(first, n - h, n_origins).round().astype(int))
+    ys, means, sds = [], [], []
+    for o in origins:
+        prefix, x, y = origin_split(dataset, o, min(n, o + h))
+        m, sd = _components(fits, prefix, x)
+        ys.append(y)
+        means.append(m)
+        sds.append(sd)
+    y, m, sd = np.concatenate(ys), np.concatenate(means, axis=1), np.concatenate(sds, axis=1)
+    grid = np.exp(np.linspace(math.log(bounds[0]), math.log(bounds[1]), 97))
+    scores = np.array([_mixture_log_density(y, m, g * sd, w).sum() for g in grid])
+    if not np.isfinite(scores).any():
+        return 1.0, int(y.size)
+    return float(grid[int(np.nanargmax(np.where(np.isfinite(scores), scores, -np.inf)))]), int(
+        y.size
+    )
 
 
 def rolling_pick(

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
 
 from prolas.errors import ProlasError
+from prolas.threads import available_cores
 
 __all__ = [
     "available_cores",
@@ -65,14 +66,6 @@ WARM_MODULES = ("prolas.gp", "scipy.signal", "torch._dynamo", "torch.optim")
 
 class ExecutorError(ProlasError):
     """The requested executor cannot be built (bad options, Dask missing or unreachable)."""
-
-
-def available_cores() -> int:
-    """Cores this process may run on (its CPU affinity where the OS reports it)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - macOS/Windows
-        return max(1, os.cpu_count() or 1)
 
 
 def default_workers(method: str, batch: int, budget: int, cores: int | None = None) -> int:

@@ -198,6 +198,17 @@ def test_restarts_are_deterministic(airline: Dataset) -> None:
     assert a.log_likelihood == b.log_likelihood and a.to_json() == b.to_json()
 
 
+@pytest.mark.parametrize("expr", ["C + PER*PER", "CP(LIN, PER*SE)"])
+def test_a_fit_is_the_same_on_one_thread_and_on_three(airline: Dataset, expr: str) -> None:
+    """``workers`` runs a fit's independent minimisations side by side, each exactly as
+    alone: every restart's log-likelihood and every hyperparameter agree to the last bit."""
+    init = fit_gp("PER*PER", airline, restarts=2)  # the warm and exact starts too
+    alone = fit_gp(expr, airline, restarts=4, init=init)
+    threaded = fit_gp(expr, airline, restarts=4, init=init, workers=3)
+    assert threaded.restart_log_likelihoods == alone.restart_log_likelihoods
+    assert threaded.to_json() == alone.to_json()
+
+
 def test_near_duplicate_inputs_do_not_produce_nan() -> None:
     """Stress: inputs 1e-9 apart and exact duplicates; the fit is ok or failed with a
     reason, never a NaN score and never an exception."""
