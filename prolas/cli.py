@@ -19,8 +19,10 @@ from prolas.errors import OutputExistsError, ProlasError
 from prolas.limits import (
     DEFAULT_CHECKPOINT,
     DEFAULT_FORECAST,
+    DEFAULT_FORECAST_BAND,
     DEFAULT_GRAMMAR,
     EXACT_REFIT_LIMIT,
+    FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_MODELS,
     LENGTHSCALE_FLOOR,
@@ -208,10 +210,19 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         f"distinct models of the search (default "
         f"{FORECAST_MODELS}; refitted on all points when the search ran on a subsample)",
     )
+    g.add_argument(
+        "--forecast-band",
+        choices=FORECAST_BANDS,
+        help="with --horizon: model = the models' own 95%% predictive band; calibrated = "
+        "every model's predictive standard deviation times the factor (0.5 to 4) under "
+        "which the forecast best predicted the end of the training data at the same lead "
+        f"times (default {DEFAULT_FORECAST_BAND}: benchmarks/results/forecast_peers/)",
+    )
 
 
-def _forecast_settings(args: argparse.Namespace) -> tuple[int | None, str, int]:
-    """``(horizon or None, method, models)`` from the forecast flags; one-line errors."""
+def _forecast_settings(args: argparse.Namespace) -> tuple[int | None, str, int, str]:
+    """``(horizon or None, method, models, band)`` from the forecast flags; one-line
+    errors."""
 
     def positive(flag: str, text: str) -> int:
         try:
@@ -225,17 +236,18 @@ def _forecast_settings(args: argparse.Namespace) -> tuple[int | None, str, int]:
     horizon = getattr(args, "horizon", None)
     method = getattr(args, "forecast", None)
     models = getattr(args, "forecast_models", None)
+    band = getattr(args, "forecast_band", None)
     if horizon is None:
-        if method is not None or models is not None:
-            raise ProlasError("--forecast and --forecast-models need --horizon H")
-        return None, DEFAULT_FORECAST, FORECAST_MODELS
+        if method is not None or models is not None or band is not None:
+            raise ProlasError("--forecast, --forecast-models and --forecast-band need --horizon H")
+        return None, DEFAULT_FORECAST, FORECAST_MODELS, DEFAULT_FORECAST_BAND
     from prolas.report.forecast import MAX_HORIZON
 
     h = positive("--horizon", horizon)
     if h > MAX_HORIZON:
         raise ProlasError(f"--horizon {h} is beyond the limit of {MAX_HORIZON} steps")
     k = FORECAST_MODELS if models is None else positive("--forecast-models", models)
-    return h, method or DEFAULT_FORECAST, k
+    return h, method or DEFAULT_FORECAST, k, band or DEFAULT_FORECAST_BAND
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
@@ -509,10 +521,10 @@ def cmd_fit_many(args: argparse.Namespace) -> int:
 
     # with --split, --forecast and --forecast-models also choose the test points' forecast
     probe = vars(args) | {"horizon": args.horizon or ("1" if args.split else None)}
-    horizon, method, k = _forecast_settings(argparse.Namespace(**probe))
+    horizon, method, k, band = _forecast_settings(argparse.Namespace(**probe))
     horizon = horizon if args.horizon is not None else None
     settings = ManySettings(
-        _search_config(args), ForecastSettings(horizon, method, k), args.season_length
+        _search_config(args), ForecastSettings(horizon, method, k, band), args.season_length
     )
     series = read_long(args.data, args.id, x=args.x, y=args.y, split=args.split, dropna=args.dropna)
     out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
@@ -686,13 +698,14 @@ def _write_outputs(args, out: Path, ks, test_ds) -> int:
     from prolas import report
     from prolas.report.periods import period_check_line
 
-    horizon, method, k = _forecast_settings(args)
+    horizon, method, k, band = _forecast_settings(args)
     written = ks.save(
         out,
         test=test_ds,
         horizon=horizon,
         method=method,
         models=k,
+        band=band,
         force=args.force or args.resume,  # this run's claim checked the directory
         log=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
     )

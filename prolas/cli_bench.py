@@ -12,7 +12,14 @@ from pathlib import Path
 
 from prolas.cli_args import non_negative_int, positive_int
 from prolas.errors import ProlasError
-from prolas.limits import DEFAULT_CHECKPOINT, DEFAULT_GRAMMAR, LENGTHSCALE_FLOOR, WARM_FITS
+from prolas.limits import (
+    DEFAULT_CHECKPOINT,
+    DEFAULT_FORECAST_BAND,
+    DEFAULT_GRAMMAR,
+    FORECAST_BANDS,
+    LENGTHSCALE_FLOOR,
+    WARM_FITS,
+)
 
 __all__ = ["add_bench_parser", "cmd_bench"]
 
@@ -134,6 +141,13 @@ def add_bench_parser(sub) -> None:
     )
     b.add_argument("--series", help="--forecast: comma-separated series names of the suite")
     b.add_argument(
+        "--forecast-band",
+        choices=FORECAST_BANDS,
+        default=DEFAULT_FORECAST_BAND,
+        help="--forecast: prolas's band, as prolas fit --forecast-band (default "
+        f"{DEFAULT_FORECAST_BAND})",
+    )
+    b.add_argument(
         "--workers",
         type=positive_int,
         help="--forecast: prolas's worker processes, one series each (default: the cores)",
@@ -229,6 +243,7 @@ def _cmd_forecast_bench(args: argparse.Namespace, say) -> int:
         budget=args.budget,
         restarts=args.restarts or 8,
         data_dir=args.data_dir,
+        band=args.forecast_band,
     )
     run = run_forecast_bench(
         config,

@@ -31,7 +31,13 @@ import pandas as pd
 from prolas.data import Dataset
 from prolas.errors import ProlasError
 from prolas.gp import FitResult
-from prolas.limits import DEFAULT_FORECAST, FORECAST_METHODS, FORECAST_MODELS
+from prolas.limits import (
+    DEFAULT_FORECAST,
+    DEFAULT_FORECAST_BAND,
+    FORECAST_BANDS,
+    FORECAST_METHODS,
+    FORECAST_MODELS,
+)
 from prolas.records import SearchResult, json_clean, write_json
 from prolas.search.config import SearchConfig, search_data, search_view
 
@@ -61,15 +67,24 @@ class ForecastSettings:
         horizon: future steps after the last input for forecast.csv/png; None writes none.
         method: one of :data:`prolas.limits.FORECAST_METHODS` (default ``rolling-mix``).
         models: the number of top distinct models mixed or chosen from.
+        band: ``model`` (the models' own predictive band) or ``calibrated`` (scaled by
+            :func:`prolas.report.forecast.band_scale`).
     """
 
     horizon: int | None = None
     method: str = DEFAULT_FORECAST
     models: int = FORECAST_MODELS
+    band: str = DEFAULT_FORECAST_BAND
+
+    @property
+    def calibrate(self) -> bool:
+        return self.band == "calibrated"
 
     def __post_init__(self) -> None:
         if self.method not in FORECAST_METHODS:
             raise ProlasError(f"--forecast must be one of {', '.join(FORECAST_METHODS)}")
+        if self.band not in FORECAST_BANDS:
+            raise ProlasError(f"--forecast-band must be one of {', '.join(FORECAST_BANDS)}")
         if self.models < 1:
             raise ProlasError("--forecast-models must be a positive integer")
         if self.horizon is not None and self.horizon < 1:
@@ -212,7 +227,7 @@ def _write_forecast(
     from prolas.report.forecast import forecast, plot_forecast
 
     horizon, method = settings.horizon, settings.method
-    fc = forecast(fits, dataset, horizon, method=method)
+    fc = forecast(fits, dataset, horizon, method=method, calibrate=settings.calibrate)
     written = [fc.to_csv(out / "forecast.csv")]
     # the plot marks the transitions of the model forecast with: the pick, or the
     # mixture's dominant model (weight at least 0.5; rolling-mix is nearly always one)
@@ -243,6 +258,11 @@ def _write_forecast(
             top_model = fc.models[fc.weights.index(max(fc.weights))]
             if top_model != best.expression:
                 how += f", where {top_model} ranks above the search's best"
+    if settings.calibrate:
+        how += (
+            f"; band scaled by {fc.band_scale:.2f}, the factor that best forecast the "
+            "training data's end"
+        )
     first, last = (str(v.date()) if fc.is_dates else f"{v:.6g}" for v in fc.x_display[[0, -1]])
     line = f"wrote {out}/forecast.csv and forecast.png: {horizon} steps, {first} to {last}, {how}"
     return line, written
@@ -280,7 +300,9 @@ def write_test_forecast(
 
     test_x = np.asarray(test_x, dtype=np.float64).reshape(-1)
     test_y = np.asarray(test_y, dtype=np.float64).reshape(-1)
-    fc = forecast(list(fits), dataset, x_new=test_x, method=settings.method)
+    fc = forecast(
+        list(fits), dataset, x_new=test_x, method=settings.method, calibrate=settings.calibrate
+    )
     scale = seasonal_naive_scale(dataset.y, season_length)
     scores = score_forecast(test_y, forecast_predictive(fc), scale)
     frame = fc.to_frame()
@@ -294,6 +316,7 @@ def write_test_forecast(
         "season_length": season_length,
         "models": list(fc.models),
         "weights": list(fc.weights),
+        "band_scale": fc.band_scale,
         "x": test_x.tolist(),
         "y": test_y.tolist(),
         "component_means": fc.component_means.tolist(),

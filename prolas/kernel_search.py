@@ -44,7 +44,13 @@ import pandas as pd
 from prolas.data import Dataset, as_dataset, timestamps_to_decimal_years
 from prolas.errors import ProlasError
 from prolas.fitjob import ForecastSettings, Outputs, no_model_error, searched_indices
-from prolas.limits import DEFAULT_FORECAST, FORECAST_METHODS, FORECAST_MODELS
+from prolas.limits import (
+    DEFAULT_FORECAST,
+    DEFAULT_FORECAST_BAND,
+    FORECAST_BANDS,
+    FORECAST_METHODS,
+    FORECAST_MODELS,
+)
 from prolas.search.config import SearchConfig
 from prolas.threads import restore_threads
 
@@ -118,13 +124,17 @@ def _positive_or_none(value: int | None, name: str) -> int | None:
     return int(value)
 
 
-def _forecast_settings(horizon: int | None, method: str, models: int) -> ForecastSettings:
+def _forecast_settings(
+    horizon: int | None, method: str, models: int, band: str = DEFAULT_FORECAST_BAND
+) -> ForecastSettings:
     """The forecast arguments of :meth:`KernelSearch.forecast` and ``save``, checked with
     the names the caller used."""
     if method not in FORECAST_METHODS:
         raise ProlasError(f"method must be one of {', '.join(FORECAST_METHODS)}, got {method!r}")
+    if band not in FORECAST_BANDS:
+        raise ProlasError(f"band must be one of {', '.join(FORECAST_BANDS)}, got {band!r}")
     horizon = _positive_or_none(horizon, "horizon")
-    return ForecastSettings(horizon, method, _positive_or_none(models, "models"))
+    return ForecastSettings(horizon, method, _positive_or_none(models, "models"), band)
 
 
 class KernelSearch:
@@ -351,7 +361,9 @@ class KernelSearch:
         except (ValueError, TypeError) as exc:
             raise ProlasError(f"x: not dates ({str(exc).splitlines()[0]})") from None
 
-    def _forecast(self, horizon, x, level, method, models) -> tuple[Forecast, list[FitResult]]:
+    def _forecast(
+        self, horizon, x, level, method, models, band
+    ) -> tuple[Forecast, list[FitResult]]:
         """The Forecast and the models it came from (the last few kept by arguments)."""
         from prolas.report.forecast import forecast
 
@@ -362,14 +374,20 @@ class KernelSearch:
             raise ProlasError(f"level is a percentage between 1 and 100 (e.g. 95), got {level}")
         if (horizon is None) == (x is None):
             raise ProlasError("give exactly one of horizon (future steps) and x (inputs)")
-        settings = _forecast_settings(horizon, method, models)
+        settings = _forecast_settings(horizon, method, models, band)
         xs = None if x is None else self._inputs(x)
-        key = (horizon, None if xs is None else xs.tobytes(), float(level), method, models)
+        key = (horizon, None if xs is None else xs.tobytes(), float(level), method, models, band)
         if key not in self._forecasts:
             fits = [self.best_] if method == "best" else self._top_fits(settings.models)
             with restore_threads():
                 fc = forecast(
-                    fits, self.data_, horizon, x_new=xs, method=method, level=float(level) / 100
+                    fits,
+                    self.data_,
+                    horizon,
+                    x_new=xs,
+                    method=method,
+                    level=float(level) / 100,
+                    calibrate=settings.calibrate,
                 )
             if len(self._forecasts) >= 8:
                 self._forecasts.pop(next(iter(self._forecasts)))
@@ -384,6 +402,7 @@ class KernelSearch:
         level: float = 95,
         method: str = DEFAULT_FORECAST,
         models: int = FORECAST_MODELS,
+        band: str = DEFAULT_FORECAST_BAND,
     ) -> pd.DataFrame:
         """y's forecast with its band and the model's components, one row per input.
 
@@ -396,6 +415,8 @@ class KernelSearch:
             method, models: as ``prolas fit --forecast M --forecast-models K``; the
                 default is the CLI's, ``rolling-mix`` (the top ``models`` mixed by how
                 well each forecast the last 10 % of the data).
+            band: as ``--forecast-band``: ``model`` (the models' own band) or
+                ``calibrated`` (scaled by the factor that best forecast the data's end).
 
         Returns:
             a DataFrame with columns ``x`` (dates when the input had dates), ``mean``,
@@ -412,7 +433,7 @@ class KernelSearch:
         """
         from prolas.gp import decompose
 
-        fc, fits = self._forecast(horizon, x, level, method, models)
+        fc, fits = self._forecast(horizon, x, level, method, models, band)
         frame = fc.to_frame()
         top = int(np.argmax(fc.weights))
         model = {f.expression: f for f in fits}[fc.models[top]]
@@ -432,6 +453,7 @@ class KernelSearch:
             level=float(level),
             models=list(fc.models),
             weights=list(fc.weights),
+            band_scale=fc.band_scale,
             components_of=model.expression,
         )
         return frame
@@ -446,6 +468,7 @@ class KernelSearch:
         level: float = 95,
         method: str = DEFAULT_FORECAST,
         models: int = FORECAST_MODELS,
+        band: str = DEFAULT_FORECAST_BAND,
         ax=None,
     ) -> Figure:
         """The best model's fit (fit.png: data, posterior mean and 95 % band, 20 % of
@@ -459,7 +482,7 @@ class KernelSearch:
         with restore_threads():
             if horizon is None and x is None:
                 return fit_figure(self.best_, self.data_, ax=ax)
-            fc, fits = self._forecast(horizon, x, level, method, models)
+            fc, fits = self._forecast(horizon, x, level, method, models, band)
             top = int(np.argmax(fc.weights))  # marks as forecast.png: a dominant model's
             fit = (
                 {f.expression: f for f in fits}[fc.models[top]] if fc.weights[top] >= 0.5 else None
@@ -499,6 +522,7 @@ class KernelSearch:
         horizon: int | None = None,
         method: str = DEFAULT_FORECAST,
         models: int = FORECAST_MODELS,
+        band: str = DEFAULT_FORECAST_BAND,
         force: bool = False,
         log: Callable[[str], None] | None = None,
     ) -> Outputs:
@@ -509,8 +533,8 @@ class KernelSearch:
         Args:
             test: held-out points (a CSV path or a table with the training data's
                 columns, a Series, or a Dataset): result.json's test block and fit.png.
-            horizon, method, models: the forecast (as ``--horizon``, ``--forecast``,
-                ``--forecast-models``).
+            horizon, method, models, band: the forecast (as ``--horizon``,
+                ``--forecast``, ``--forecast-models``, ``--forecast-band``).
             force: replace a result already in ``out`` (only prolas's own files).
             log: where progress messages go.
 
@@ -527,7 +551,7 @@ class KernelSearch:
 
         self._fitted()
         test_data = self._test_data(test)
-        settings = _forecast_settings(horizon, method, models)
+        settings = _forecast_settings(horizon, method, models, band)
         fits = None  # the top models when made before (else write_outputs makes them)
         if horizon is not None and method != "best" and settings.models <= self._top_k:
             fits = self._top_fits(settings.models)

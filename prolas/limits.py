@@ -47,6 +47,12 @@ FORECAST_METHODS = ("best", "bma", "rolling", "rolling-mix")
 DEFAULT_FORECAST = "rolling-mix"
 #: Models mixed or chosen from by ``--forecast`` unless ``--forecast-models`` says otherwise.
 FORECAST_MODELS = 5
+#: ``--forecast-band`` choices: the models' own predictive band, or the band with every
+#: component's standard deviation scaled by the factor that best forecast the end of the
+#: training data (:func:`prolas.report.forecast.band_scale`).
+FORECAST_BANDS = ("model", "calibrated")
+#: Decided on the M3 tuning half (benchmarks/results/forecast_peers/README.md, decision 1).
+DEFAULT_FORECAST_BAND = "model"
 
 #: What PROLAS models BIC with (``prolas fit --latent-surrogate``): ``ot``, a GP with the
 #: optimal-transport kernel on the decoded expressions (default), or ``latent``, a GP on the

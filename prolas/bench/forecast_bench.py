@@ -50,7 +50,7 @@ from prolas.bench.paired import compare
 from prolas.bench.peers import PEERS, peer_forecast, peers_missing
 from prolas.errors import DataError, ProlasError
 from prolas.fitjob import ForecastSettings
-from prolas.limits import DEFAULT_FORECAST
+from prolas.limits import DEFAULT_FORECAST, DEFAULT_FORECAST_BAND
 from prolas.many import LongSeries, ManySettings, read_long, run_many
 from prolas.records import json_clean, one_line, write_json
 from prolas.report.scoring import SCORE_COLUMNS, score_forecast, seasonal_naive_scale
@@ -192,6 +192,7 @@ class ForecastBenchConfig:
     budget: int = 50
     restarts: int = 8
     data_dir: str = "data"
+    band: str = DEFAULT_FORECAST_BAND
 
     def __post_init__(self) -> None:
         bad = [m for m in self.methods if m not in FORECAST_METHODS_BENCH]
@@ -321,7 +322,7 @@ def run_forecast_bench(
     if "prolas" in config.methods:
         search = SearchConfig(budget=config.budget, restarts=config.restarts, seed=config.fit_seed)
         # every series carries its own seasonal period (suite_series); 1 is never used
-        settings = ManySettings(search, ForecastSettings(), 1)
+        settings = ManySettings(search, ForecastSettings(band=config.band), 1)
         run_many(
             [s for s, _ in pairs],
             out / "prolas",

@@ -627,6 +627,8 @@ def rolling_origin_check(
 #: The range of :func:`band_scale`'s factor: a band may be narrowed to half its width or
 #: widened to four times.
 BAND_SCALE_BOUNDS = (0.5, 4.0)
+#: :func:`band_scale` leaves the band alone with fewer (origin, point) pairs than this.
+BAND_SCALE_MIN_POINTS = 10
 
 
 def band_scale(
@@ -659,7 +661,8 @@ def band_scale(
     points were fitted too, so ``s`` errs on the narrow side.
 
     Returns:
-        ``(s, P)``; ``(1.0, 0)`` when the data are too short for an origin.
+        ``(s, P)``; ``s = 1`` when the data leave fewer than
+        :data:`BAND_SCALE_MIN_POINTS` pairs.
     """
     fits, _ = _as_fits(fits, None)
     w = np.asarray(weights, dtype=np.float64).reshape(-1)
@@ -679,6 +682,8 @@ def band_scale(
         means.append(m)
         sds.append(sd)
     y, m, sd = np.concatenate(ys), np.concatenate(means, axis=1), np.concatenate(sds, axis=1)
+    if y.size < BAND_SCALE_MIN_POINTS:
+        return 1.0, int(y.size)
     grid = np.exp(np.linspace(math.log(bounds[0]), math.log(bounds[1]), 97))
     scores = np.array([_mixture_log_density(y, m, g * sd, w).sum() for g in grid])
     if not np.isfinite(scores).any():

@@ -23,7 +23,9 @@ from prolas.data import (
 from prolas.errors import DataError
 from prolas.gp import fit_gp, predict
 from prolas.report.forecast import (
+    BAND_SCALE_BOUNDS,
     ForecastError,
+    band_scale,
     forecast,
     forecast_title,
     future_x,
@@ -259,6 +261,41 @@ def test_rolling_origin_check_scores_the_end_of_the_data(trend_season, fits) -> 
     assert one["mlpd"].iloc[0] == pytest.approx(lpd, rel=1e-9)
 
 
+def _noise_times(fit, factor: float):
+    return dataclasses.replace(fit, noise_variance=fit.noise_variance * factor)
+
+
+def test_band_scale_widens_a_band_too_narrow_and_narrows_one_too_wide(trend_season, fits):
+    """The model that generated the data needs about no correction; the same model with
+    its noise variance divided (multiplied) by 25, a band about 5 times too narrow (too
+    wide), is widened (narrowed) by the factor, up to its bounds."""
+    good = fits[0]
+    s_good, points = band_scale([good], trend_season, [1.0], 12)
+    s_narrow, _ = band_scale([_noise_times(good, 1 / 25)], trend_season, [1.0], 12)
+    s_wide, _ = band_scale([_noise_times(good, 25.0)], trend_season, [1.0], 12)
+    assert points == 5 * 12  # five origins in [n - 2h, n - h], h points each
+    assert 0.6 <= s_good <= 1.6
+    assert s_narrow >= min(3.0 * s_good, BAND_SCALE_BOUNDS[1])
+    assert s_wide <= max(s_good / 3.0, BAND_SCALE_BOUNDS[0])
+
+
+def test_a_calibrated_forecast_keeps_its_mean_and_scales_its_band(trend_season, fits) -> None:
+    narrow = _noise_times(fits[0], 1 / 25)
+    own = forecast(narrow, trend_season, horizon=12, method="best")
+    cal = forecast(narrow, trend_season, horizon=12, method="best", calibrate=True)
+    s, _ = band_scale([narrow], trend_season, [1.0], 12)
+    assert own.band_scale == 1.0 and cal.band_scale == s > 1.0
+    np.testing.assert_array_equal(cal.mean, own.mean)
+    np.testing.assert_allclose(cal.upper - cal.mean, s * (own.upper - own.mean), rtol=1e-6)
+    np.testing.assert_allclose(cal.component_sds, s * own.component_sds, rtol=1e-12)
+
+
+def test_band_scale_leaves_the_band_alone_on_too_few_points(trend_season, fits) -> None:
+    narrow = _noise_times(fits[0], 1 / 25)
+    assert band_scale([narrow], trend_season.take(np.arange(5), "5 points"), [1.0], 12) == (1.0, 2)
+    assert band_scale([narrow], trend_season.take(np.arange(2), "2 points"), [1.0], 12) == (1.0, 0)
+
+
 def test_rolling_origins_sit_in_the_last_part_of_the_data() -> None:
     # call-centre's 162 training points: the last 17 (ceil 16.2), 5 origins across them
     assert rolling_origins(162).tolist() == [145, 149, 153, 157, 161]
@@ -465,6 +502,20 @@ def test_cli_default_forecast_is_the_rolling_origin_mixture(tmp_path, capsys, mo
 
 
 @pytest.mark.slow
+def test_cli_calibrated_band_has_the_models_mean_and_says_its_factor(tmp_path, capsys) -> None:
+    outs = {}
+    for band in ("model", "calibrated"):
+        outs[band] = tmp_path / band
+        argv = ["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "12", "--forecast-band", band]
+        assert main([*argv, "--out", str(outs[band])]) == 0
+        _, err = capsys.readouterr()
+        assert ("band scaled by" in err) == (band == "calibrated")
+    model, cal = (pd.read_csv(outs[b] / "forecast.csv") for b in ("model", "calibrated"))
+    np.testing.assert_allclose(cal["mean"], model["mean"], rtol=1e-12)
+    assert not np.allclose(cal["upper"] - cal["lower"], model["upper"] - model["lower"])
+
+
+@pytest.mark.slow
 def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
     for method in ("best", "bma", "rolling", "rolling-mix"):
         out = tmp_path / method
@@ -509,6 +560,7 @@ def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
         (["--horizon", "2.5"], "--horizon must be a positive integer"),
         (["--horizon", "3", "--forecast-models", "0"], "--forecast-models must be"),
         (["--forecast", "bma"], "need --horizon"),
+        (["--forecast-band", "calibrated"], "need --horizon"),
     ],
 )
 def test_cli_bad_horizon_is_a_one_line_error(tmp_path, capsys, extra, fragment) -> None:
