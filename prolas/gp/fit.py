@@ -102,6 +102,12 @@ DTYPE = torch.float64
 #: 2: box edges at the nested models' limits, starts at contained sub-models' optima.
 #: 3: period candidates by harmonic score and power, presampled starts, scanned hops.
 FIT_ALGORITHM = 3
+#: A fit's ``workers`` threads are used from this many points on. Below, the Python
+#: side of each evaluation is a large share of it and the threads queue for the GIL:
+#: two threads took 1.16-1.19 times as long as one on airline (144 points), and
+#: 0.74-0.85 times as long at 434 points (benchmarks/results/long_series/README.md,
+#: "Threads").
+THREADED_FIT_POINTS = 256
 #: The settings the first fitter (algorithm 1) had: its keys hold exactly these.
 FIRST_FITTER_FIELDS = (
     "restarts",
@@ -529,8 +535,8 @@ def fit_gp(
         workers: threads running the fit's independent minimisations (restarts,
             polishes, hop moves) side by side (:func:`_each`); the result is the same for
             every value. Give it the cores nothing else uses: a fit inside a pool of
-            worker processes keeps 1. Above 2 000 points the BLAS threads parallelise
-            each evaluation instead, and ``workers`` is not used.
+            worker processes keeps 1. Used from :data:`THREADED_FIT_POINTS` to 2 000
+            points; above, the BLAS threads parallelise each evaluation instead.
 
     Never raises for numerical trouble: if every restart fails after
     ``config.attempts`` fresh initialisations, the result has ``status="failed"`` and
@@ -541,7 +547,7 @@ def fit_gp(
     # 144 x 144 dot product. Large N keeps the threads.
     threads = 1 if dataset.n <= 2000 else None
     keep_heap()  # the evaluations' N x N temporaries reuse freed memory (prolas.memory)
-    workers = max(1, int(workers)) if threads == 1 else 1
+    workers = max(1, int(workers)) if threads == 1 and dataset.n >= THREADED_FIT_POINTS else 1
     pool = ThreadPoolExecutor(workers, thread_name_prefix="prolas-fit") if workers > 1 else None
     try:
         with threadpool_limits(limits=threads, user_api="blas"):
