@@ -216,7 +216,9 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         help="with --horizon: model = the models' own 95%% predictive band; calibrated = "
         "every model's predictive standard deviation times the factor (0.5 to 4) under "
         "which the forecast best predicted the end of the training data at the same lead "
-        f"times (default {DEFAULT_FORECAST_BAND}: benchmarks/results/forecast_peers/)",
+        "times; refitted = the same with each model's hyperparameters refitted on the data "
+        f"before each of those forecasts (default {DEFAULT_FORECAST_BAND}: "
+        "benchmarks/results/forecast_peers/)",
     )
 
 

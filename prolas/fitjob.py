@@ -67,18 +67,14 @@ class ForecastSettings:
         horizon: future steps after the last input for forecast.csv/png; None writes none.
         method: one of :data:`prolas.limits.FORECAST_METHODS` (default ``rolling-mix``).
         models: the number of top distinct models mixed or chosen from.
-        band: ``model`` (the models' own predictive band) or ``calibrated`` (scaled by
-            :func:`prolas.report.forecast.band_scale`).
+        band: ``model`` (the models' own predictive band), ``calibrated`` or
+            ``refitted`` (scaled by :func:`prolas.report.forecast.band_scale`).
     """
 
     horizon: int | None = None
     method: str = DEFAULT_FORECAST
     models: int = FORECAST_MODELS
     band: str = DEFAULT_FORECAST_BAND
-
-    @property
-    def calibrate(self) -> bool:
-        return self.band == "calibrated"
 
     def __post_init__(self) -> None:
         if self.method not in FORECAST_METHODS:
@@ -227,7 +223,7 @@ def _write_forecast(
     from prolas.report.forecast import forecast, plot_forecast
 
     horizon, method = settings.horizon, settings.method
-    fc = forecast(fits, dataset, horizon, method=method, calibrate=settings.calibrate)
+    fc = forecast(fits, dataset, horizon, method=method, band=settings.band)
     written = [fc.to_csv(out / "forecast.csv")]
     # the plot marks the transitions of the model forecast with: the pick, or the
     # mixture's dominant model (weight at least 0.5; rolling-mix is nearly always one)
@@ -258,7 +254,7 @@ def _write_forecast(
             top_model = fc.models[fc.weights.index(max(fc.weights))]
             if top_model != best.expression:
                 how += f", where {top_model} ranks above the search's best"
-    if settings.calibrate:
+    if settings.band != "model":
         how += (
             f"; band scaled by {fc.band_scale:.2f}, the factor that best forecast the "
             "training data's end"
@@ -300,9 +296,7 @@ def write_test_forecast(
 
     test_x = np.asarray(test_x, dtype=np.float64).reshape(-1)
     test_y = np.asarray(test_y, dtype=np.float64).reshape(-1)
-    fc = forecast(
-        list(fits), dataset, x_new=test_x, method=settings.method, calibrate=settings.calibrate
-    )
+    fc = forecast(list(fits), dataset, x_new=test_x, method=settings.method, band=settings.band)
     scale = seasonal_naive_scale(dataset.y, season_length)
     scores = score_forecast(test_y, forecast_predictive(fc), scale)
     frame = fc.to_frame()

@@ -387,7 +387,7 @@ class KernelSearch:
                     x_new=xs,
                     method=method,
                     level=float(level) / 100,
-                    calibrate=settings.calibrate,
+                    band=settings.band,
                 )
             if len(self._forecasts) >= 8:
                 self._forecasts.pop(next(iter(self._forecasts)))
@@ -415,8 +415,9 @@ class KernelSearch:
             method, models: as ``prolas fit --forecast M --forecast-models K``; the
                 default is the CLI's, ``rolling-mix`` (the top ``models`` mixed by how
                 well each forecast the last 10 % of the data).
-            band: as ``--forecast-band``: ``model`` (the models' own band) or
-                ``calibrated`` (scaled by the factor that best forecast the data's end).
+            band: as ``--forecast-band``: ``model`` (the models' own band),
+                ``calibrated`` or ``refitted`` (scaled by the factor that best forecast
+                the data's end).
 
         Returns:
             a DataFrame with columns ``x`` (dates when the input had dates), ``mean``,

@@ -49,8 +49,9 @@ DEFAULT_FORECAST = "rolling-mix"
 FORECAST_MODELS = 5
 #: ``--forecast-band`` choices: the models' own predictive band, or the band with every
 #: component's standard deviation scaled by the factor that best forecast the end of the
-#: training data (:func:`prolas.report.forecast.band_scale`).
-FORECAST_BANDS = ("model", "calibrated")
+#: training data (:func:`prolas.report.forecast.band_scale`), from the hyperparameters
+#: fitted on all the data (``calibrated``) or refitted before each origin (``refitted``).
+FORECAST_BANDS = ("model", "calibrated", "refitted")
 #: Decided on the M3 tuning half (benchmarks/results/forecast_peers/README.md, decision 1).
 DEFAULT_FORECAST_BAND = "model"
 

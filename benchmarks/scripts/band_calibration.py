@@ -1,11 +1,11 @@
-"""The forecast band as the models give it against the calibrated band, on the same fits.
+"""The forecast band as the models give it against a calibrated band, on the same fits.
 
 Reads the series folders of a ``prolas bench --forecast SUITE`` run (``RUN/prolas/<series>/``:
 the search's journal with every fit, and ``test_predictive.json``), rebuilds the models the
 test forecast mixed (their journal fits on the training points), and forecasts the test
 inputs twice with :func:`prolas.report.forecast.forecast`: the models' own band
-(``calibrate=False``, which reproduces the run's scores: checked, a mismatch is an error)
-and the calibrated one (``calibrate=True``, :func:`prolas.report.forecast.band_scale`).
+(``band="model"``, which reproduces the run's scores: checked, a mismatch is an error)
+and ``--band`` (``calibrated`` or ``refitted``, :func:`prolas.report.forecast.band_scale`).
 The means are the same; only the band and the density change, so the comparison is paired
 and free of search and fit noise.
 
@@ -14,7 +14,7 @@ the paired sign test and the bootstrap interval of the mean difference (distance
 coverage from 0.95, interval score, CRPS; :mod:`prolas.bench.paired`), and writes a CSV.
 
     python benchmarks/scripts/band_calibration.py RUN --suite m3-monthly --half tuning \\
-        --out band_tuning.csv
+        --band refitted --out band_tuning.csv
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def journal_fits(path: Path, n: int) -> dict[str, FitResult]:
     return fits
 
 
-def series_rows(run: Path, series, season_length: int) -> dict | None:
+def series_rows(run: Path, series, season_length: int, band: str) -> dict | None:
     folder = run / "prolas" / series.folder
     pred_path = folder / "test_predictive.json"
     if not pred_path.exists() or series.train is None:
@@ -57,13 +57,11 @@ def series_rows(run: Path, series, season_length: int) -> dict | None:
     models = [hold_unseen_transitions(fits[m], train) for m in pred["models"]]
     scale = seasonal_naive_scale(train.y, season_length)
     row = {"series": series.name}
-    for calibrate in (False, True):
-        fc = forecast(
-            models, train, x_new=series.test_x, method=pred["method"], calibrate=calibrate
-        )
+    for which in ("model", band):
+        fc = forecast(models, train, x_new=series.test_x, method=pred["method"], band=which)
         scores = score_forecast(series.test_y, forecast_predictive(fc), scale)
-        tag = "calibrated" if calibrate else "model"
-        if not calibrate:
+        tag = "calibrated" if which != "model" else "model"
+        if which == "model":
             for k in ("mase", "coverage", "interval_score_scaled", "crps_scaled"):
                 if not math.isclose(scores[k], pred["scores"][k], rel_tol=1e-6, abs_tol=1e-9):
                     raise SystemExit(
@@ -84,11 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suite", default="m3-monthly")
     ap.add_argument("--half", default="all")
     ap.add_argument("--data-dir", default="data")
+    ap.add_argument("--band", choices=("calibrated", "refitted"), default="calibrated")
     ap.add_argument("--out", type=Path, help="CSV of the per-series rows")
     args = ap.parse_args(argv)
     rows = []
     for series, _ in suite_series(args.suite, args.data_dir, args.half):
-        row = series_rows(args.run, series, series.season_length or 12)
+        row = series_rows(args.run, series, series.season_length or 12, args.band)
         if row is not None:
             rows.append(row)
             print(

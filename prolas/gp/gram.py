@@ -320,7 +320,9 @@ class GramModel:
                 idx = self._factor_index[i][j]
                 for (M, relative), pos in zip(derivs, idx):
                     if relative:
-                        g[pos] += 0.5 * float(np.vdot(wk, M))
+                        # a matrix, or a derivative that contracts itself (kernels.spec)
+                        dot = float(np.vdot(wk, M)) if isinstance(M, np.ndarray) else M.dot(wk)
+                        g[pos] += 0.5 * dot
                     else:  # LIN: W * (v prod_{other factors}) * dk/dc
                         others = _exp(theta[self._variance_index[i]])
                         for jj, (kg, _) in enumerate(factors):

@@ -26,7 +26,9 @@ from prolas.kernels.spec import (
     NYQUIST_FLOOR,
     PERIODIC,
     Kernel,
+    LowRankSineDerivative,
     ParamSpec,
+    ScaledDerivative,
     Start,
     exp_or_inf,
     pairwise,
@@ -90,10 +92,11 @@ class Periodic(Kernel):
         k = np.exp(-one_minus_cos / ls2)  # 2 sin^2(pi d / p) = 1 - cos(w d)
         if not grad:
             return k, []
-        sin_wd = np.multiply.outer(s, c)
-        sin_wd -= np.multiply.outer(c, s)
-        dp = (w / ls2) * grid.d * sin_wd
-        return k, [(2.0 * one_minus_cos / ls2, True), (dp, True)]
+        # d log k / d log l = 2 (1 - cos(w d)) / l^2; d log k / d log p = (w / l^2) d sin(w d),
+        # both contracted with the likelihood's weights without forming them
+        dl = ScaledDerivative(2.0 / ls2, one_minus_cos)
+        dp = LowRankSineDerivative(w / ls2, grid.d, c, s)
+        return k, [(dl, True), (dp, True)]
 
     def sgpr_lowrank(self, ta, tb, v):
         inv = 1.0 / v[0] ** 2

@@ -74,6 +74,8 @@ __all__ = [
     "VECTOR",
     "GramGrid",
     "Kernel",
+    "LowRankSineDerivative",
+    "ScaledDerivative",
     "ParamSpec",
     "Start",
     "StartSource",
@@ -301,6 +303,43 @@ class GramGrid:
         return self.t.size
 
 
+@dataclass(frozen=True)
+class ScaledDerivative:
+    """A derivative matrix ``factor * matrix`` that is never formed: the likelihood's
+    gradient needs only ``<W, factor * matrix> = factor <W, matrix>``
+    (:meth:`prolas.gp.gram.GramModel.log_likelihood`), and ``matrix`` is a Gram
+    temporary the kernel made anyway. Saves two ``n x n`` passes per use."""
+
+    factor: float
+    matrix: np.ndarray
+
+    def dot(self, w: np.ndarray) -> float:
+        """``sum_ab w_ab factor matrix_ab``."""
+        return self.factor * float(np.vdot(w, self.matrix))
+
+
+@dataclass(frozen=True)
+class LowRankSineDerivative:
+    """``factor * d_ab * sin(omega (t_a - t_b))`` (``d = t_a - t_b``), never formed:
+    with ``sin(omega (t_a - t_b)) = s_a c_b - c_a s_b`` (``c = cos(omega t)``,
+    ``s = sin(omega t)``),
+
+        <W, M> = factor (s' (W o d) c - c' (W o d) s),
+
+    one ``n x n`` product and two matrix-vector products instead of the five passes that
+    build ``M``. Exact for any ``W`` (``M`` is symmetric, ``W`` need not be)."""
+
+    factor: float
+    d: np.ndarray
+    cos: np.ndarray
+    sin: np.ndarray
+
+    def dot(self, w: np.ndarray) -> float:
+        """``sum_ab w_ab M_ab``."""
+        wd = w * self.d
+        return self.factor * (float(self.sin @ (wd @ self.cos)) - float(self.cos @ (wd @ self.sin)))
+
+
 @dataclass
 class TermGradient:
     """One product term's share of the SGPR gradient on one chunk of the data
@@ -411,7 +450,9 @@ class Kernel:
     ) -> tuple[np.ndarray, list[tuple[np.ndarray, bool]]]:
         """``(k, [(M, relative), ...])`` on the scaled inputs of ``grid``, with ``th`` the
         factor's entries of ``theta`` (logs where :attr:`ParamSpec.log`). With ``grad``,
-        one ``M`` per parameter: ``dk/dθ = k * M`` if ``relative`` else ``M``."""
+        one ``M`` per parameter: ``dk/dθ = k * M`` if ``relative`` else ``M``. A relative
+        ``M`` may be a :class:`ScaledDerivative` or :class:`LowRankSineDerivative` (an
+        object with ``dot(W) = <W, M>``) instead of the matrix."""
         raise NotImplementedError(f"{self.name}: no analytic Gram matrix")
 
     # --- SGPR (prolas.gp.sgpr_kernel, prolas.gp.sgpr_bound) ------------------------------

@@ -68,6 +68,7 @@ maths (the GP enters only through :func:`prolas.gp.predict`).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -81,7 +82,7 @@ from prolas.calendar_steps import continue_dates
 from prolas.data import Dataset, decimal_years_to_timestamps, timestamps_to_decimal_years
 from prolas.errors import ProlasError
 from prolas.gp import FitResult, predict
-from prolas.limits import DEFAULT_FORECAST, FORECAST_METHODS
+from prolas.limits import DEFAULT_FORECAST, FORECAST_BANDS, FORECAST_METHODS
 from prolas.report.plots import DPI, mark_changes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -379,7 +380,7 @@ def forecast(
     method: str = DEFAULT_FORECAST,
     level: float = 0.95,
     weights: Sequence[float] | None = None,
-    calibrate: bool = False,
+    band: str = "model",
 ) -> Forecast:
     """Forecast y from fitted models (hyperparameters fixed) conditioned on ``dataset``.
 
@@ -401,9 +402,11 @@ def forecast(
             predictive.
         level: probability of the central band (0.95: the 2.5 % and 97.5 % quantiles).
         weights: ``bma`` only: the mixture weights (normalised) instead of BIC weights.
-        calibrate: multiply every component's standard deviation by the factor that
-            scored best on forecasts of the data's own end (:func:`band_scale`); the
-            mean does not change, the band and the density do.
+        band: ``"model"``, the models' own predictive; ``"calibrated"`` or
+            ``"refitted"``: every component's standard deviation times the factor that
+            scored best on forecasts of the data's own end (:func:`band_scale`; with
+            ``"refitted"`` each forecast there comes from hyperparameters refitted on the
+            points before it). The mean does not change, the band and the density do.
 
     Returns:
         a :class:`Forecast` in y's original units.
@@ -442,9 +445,11 @@ def forecast(
         w = bic_weights([f.bic for f in fits])
     means, sds = _components(fits, dataset, x)
     scale = 1.0
-    if calibrate:
+    if band not in FORECAST_BANDS:
+        raise ForecastError(f"unknown band {band!r}; choose from {FORECAST_BANDS}")
+    if band != "model":
         steps = math.ceil((float(np.max(x)) - float(dataset.x[-1])) / dataset.spacing - 1e-9)
-        scale, _ = band_scale(fits, dataset, w, max(1, steps))
+        scale, _ = band_scale(fits, dataset, w, max(1, steps), refit=band == "refitted")
         sds = scale * sds
     mean = (w[:, None] * means).sum(0)
     tail = 0.5 * (1.0 - float(level))
@@ -639,6 +644,7 @@ def band_scale(
     *,
     n_origins: int = 5,
     bounds: tuple[float, float] = BAND_SCALE_BOUNDS,
+    refit: bool = False,
 ) -> tuple[float, int]:
     """The factor ``s`` on the components' predictive standard deviations under which
     the mixture best forecast the end of its own training data, ``(s, P)``.
@@ -658,7 +664,11 @@ def band_scale(
 
     on a grid of 97 log-spaced values over ``bounds``: the log score is proper, so the
     factor narrows a band that was too wide and widens one too narrow. The check's
-    points were fitted too, so ``s`` errs on the narrow side.
+    points were fitted too, so ``s`` errs on the narrow side; with ``refit`` each model's
+    hyperparameters are refitted on the prefix before it forecasts (a polish from its
+    fit on all the data, :func:`prolas.gp.fit_gp` with ``cold=False``; a model whose
+    refit fails keeps its fit), so the forecasts at the origins are out of sample for
+    the hyperparameters, though not for the choice of the models.
 
     Returns:
         ``(s, P)``; ``s = 1`` when the data leave fewer than
@@ -677,7 +687,7 @@ def band_scale(
     ys, means, sds = [], [], []
     for o in origins:
         prefix, x, y = origin_split(dataset, o, min(n, o + h))
-        m, sd = _components(fits, prefix, x)
+        m, sd = _components([_refit(f, prefix) for f in fits] if refit else fits, prefix, x)
         ys.append(y)
         means.append(m)
         sds.append(sd)
@@ -691,6 +701,17 @@ def band_scale(
     return float(grid[int(np.nanargmax(np.where(np.isfinite(scores), scores, -np.inf)))]), int(
         y.size
     )
+
+
+def _refit(fit: FitResult, prefix: Dataset) -> FitResult:
+    """``fit``'s expression fitted on ``prefix`` from ``fit`` alone; ``fit`` itself if
+    that fails."""
+    from prolas.gp import FitConfig, fit_gp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refitted = fit_gp(fit.expression, prefix, FitConfig(restarts=1), init=fit, cold=False)
+    return refitted if refitted.ok else fit
 
 
 def rolling_pick(

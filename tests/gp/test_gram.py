@@ -115,3 +115,22 @@ def test_warm_started_fit_never_worse_than_cold() -> None:
     # and for the parent itself, a warm start at its own optimum returns that optimum
     again = fit_gp("LIN + PER", ds, FitConfig(restarts=1, seed=9), init=parent)
     assert again.log_likelihood >= parent.log_likelihood - 1e-6
+
+
+def test_contracted_derivatives_equal_the_contraction_of_their_matrices() -> None:
+    """PER's derivatives are never formed: ``dot(W)`` equals ``<W, M>`` for any W (the
+    likelihood's W holds K^-1's lower triangle doubled, so it is not symmetric)."""
+    from prolas.kernels.spec import GramGrid, LowRankSineDerivative, ScaledDerivative
+
+    rng = np.random.default_rng(3)
+    grid = GramGrid.of(np.sort(rng.uniform(0.0, 1.0, 40)))
+    W = rng.standard_normal((40, 40))
+    w = 2.0 * np.pi / 0.13
+    c, s = np.cos(w * grid.t), np.sin(w * grid.t)
+    M = 0.7 * grid.d * np.sin(w * grid.d)
+    assert LowRankSineDerivative(0.7, grid.d, c, s).dot(W) == pytest.approx(
+        np.vdot(W, M), rel=1e-12
+    )
+    assert ScaledDerivative(2.5, grid.d2).dot(W) == pytest.approx(
+        2.5 * np.vdot(W, grid.d2), rel=1e-12
+    )

@@ -279,10 +279,33 @@ def test_band_scale_widens_a_band_too_narrow_and_narrows_one_too_wide(trend_seas
     assert s_wide <= max(s_good / 3.0, BAND_SCALE_BOUNDS[0])
 
 
+def test_refitted_band_scale_forecasts_from_hyperparameters_fitted_before_each_origin(
+    trend_season, fits, monkeypatch
+) -> None:
+    """With ``refit`` every origin's forecast comes from the model refitted on the points
+    before it (5 origins x 1 model), a model refitted from a too-small noise finds the
+    noise again, and the factor needs no correction then."""
+    import prolas.report.forecast as fc_module
+
+    calls = []
+    real = fc_module._refit
+
+    def spy(fit, prefix):
+        calls.append(prefix.n)
+        return real(fit, prefix)
+
+    monkeypatch.setattr(fc_module, "_refit", spy)
+    narrow = _noise_times(fits[0], 1 / 25)
+    s_fixed, _ = band_scale([narrow], trend_season, [1.0], 12)
+    s_refit, points = band_scale([narrow], trend_season, [1.0], 12, refit=True)
+    assert calls == [36, 39, 42, 45, 48] and points == 60
+    assert 0.6 <= s_refit <= 1.6 < s_fixed
+
+
 def test_a_calibrated_forecast_keeps_its_mean_and_scales_its_band(trend_season, fits) -> None:
     narrow = _noise_times(fits[0], 1 / 25)
     own = forecast(narrow, trend_season, horizon=12, method="best")
-    cal = forecast(narrow, trend_season, horizon=12, method="best", calibrate=True)
+    cal = forecast(narrow, trend_season, horizon=12, method="best", band="calibrated")
     s, _ = band_scale([narrow], trend_season, [1.0], 12)
     assert own.band_scale == 1.0 and cal.band_scale == s > 1.0
     np.testing.assert_array_equal(cal.mean, own.mean)
