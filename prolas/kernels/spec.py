@@ -317,6 +317,10 @@ class ScaledDerivative:
         """``sum_ab w_ab factor matrix_ab``."""
         return self.factor * float(np.vdot(w, self.matrix))
 
+    def dense(self) -> np.ndarray:
+        """The derivative matrix itself (for checks; the fit never forms it)."""
+        return self.factor * self.matrix
+
 
 @dataclass(frozen=True)
 class LowRankSineDerivative:
@@ -338,6 +342,11 @@ class LowRankSineDerivative:
         """``sum_ab w_ab M_ab``."""
         wd = w * self.d
         return self.factor * (float(self.sin @ (wd @ self.cos)) - float(self.cos @ (wd @ self.sin)))
+
+    def dense(self) -> np.ndarray:
+        """The derivative matrix itself (for checks; the fit never forms it)."""
+        sin_wd = np.multiply.outer(self.sin, self.cos) - np.multiply.outer(self.cos, self.sin)
+        return self.factor * self.d * sin_wd
 
 
 @dataclass
