@@ -4,8 +4,9 @@ Reads the series folders of a ``prolas bench --forecast SUITE`` run (``RUN/prola
 the search's journal with every fit, and ``test_predictive.json``), rebuilds the models the
 test forecast mixed (their journal fits on the training points), and forecasts the test
 inputs twice with :func:`prolas.report.forecast.forecast`: the models' own band
-(``band="model"``, which reproduces the run's scores: checked, a mismatch is an error)
-and ``--band`` (``calibrated`` or ``refitted``, :func:`prolas.report.forecast.band_scale`).
+(``band="model"``) and ``--band`` (``calibrated`` or ``refitted``,
+:func:`prolas.report.forecast.band_scale`). The one the run used (``--run-band``) must
+reproduce the run's scores (checked, a mismatch is an error).
 The means are the same; only the band and the density change, so the comparison is paired
 and free of search and fit noise.
 
@@ -46,7 +47,9 @@ def journal_fits(path: Path, n: int) -> dict[str, FitResult]:
     return fits
 
 
-def series_rows(run: Path, series, season_length: int, band: str) -> dict | None:
+def series_rows(
+    run: Path, series, season_length: int, band: str, run_band: str = "model"
+) -> dict | None:
     folder = run / "prolas" / series.folder
     pred_path = folder / "test_predictive.json"
     if not pred_path.exists() or series.train is None:
@@ -61,14 +64,14 @@ def series_rows(run: Path, series, season_length: int, band: str) -> dict | None
         fc = forecast(models, train, x_new=series.test_x, method=pred["method"], band=which)
         scores = score_forecast(series.test_y, forecast_predictive(fc), scale)
         tag = "calibrated" if which != "model" else "model"
-        if which == "model":
+        if which == run_band:  # the run's own forecast: its scores must come out again
             for k in ("mase", "coverage", "interval_score_scaled", "crps_scaled"):
                 if not math.isclose(scores[k], pred["scores"][k], rel_tol=1e-6, abs_tol=1e-9):
                     raise SystemExit(
                         f"{series.name}: {k} {scores[k]} does not reproduce the run's "
                         f"{pred['scores'][k]}"
                     )
-        else:
+        if which != "model":
             row["band_scale"] = fc.band_scale
         for k in ("coverage", "interval_score_scaled", "crps_scaled"):
             row[f"{k}_{tag}"] = scores[k]
@@ -83,11 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--half", default="all")
     ap.add_argument("--data-dir", default="data")
     ap.add_argument("--band", choices=("calibrated", "refitted"), default="calibrated")
+    ap.add_argument(
+        "--run-band",
+        choices=("model", "calibrated", "refitted"),
+        default="model",
+        help="the band the run forecast with (its scores are checked against it)",
+    )
     ap.add_argument("--out", type=Path, help="CSV of the per-series rows")
     args = ap.parse_args(argv)
     rows = []
     for series, _ in suite_series(args.suite, args.data_dir, args.half):
-        row = series_rows(args.run, series, series.season_length or 12, args.band)
+        row = series_rows(args.run, series, series.season_length or 12, args.band, args.run_band)
         if row is not None:
             rows.append(row)
             print(
