@@ -82,7 +82,7 @@ from prolas.calendar_steps import continue_dates
 from prolas.data import Dataset, decimal_years_to_timestamps, timestamps_to_decimal_years
 from prolas.errors import ProlasError
 from prolas.gp import FitResult, predict
-from prolas.limits import DEFAULT_FORECAST, EXACT_REFIT_LIMIT, FORECAST_BANDS, FORECAST_METHODS
+from prolas.limits import BAND_REFIT_LIMIT, DEFAULT_FORECAST, FORECAST_BANDS, FORECAST_METHODS
 from prolas.report.plots import DPI, mark_changes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -667,8 +667,8 @@ def band_scale(
     points were fitted too, so ``s`` errs on the narrow side; with ``refit`` each model's
     hyperparameters are refitted on the prefix before it forecasts (a polish from its
     fit on all the data, :func:`prolas.gp.fit_gp` with ``cold=False``; a model whose
-    refit fails keeps its fit, as every model does beyond
-    :data:`prolas.limits.EXACT_REFIT_LIMIT` points), so the forecasts at the origins are
+    refit fails keeps its fit, as every model does on prefixes longer than
+    :data:`prolas.limits.BAND_REFIT_LIMIT` points), so the forecasts at the origins are
     out of sample for the hyperparameters, though not for the choice of the models.
 
     Returns:
@@ -707,11 +707,11 @@ def band_scale(
 def _refit(fit: FitResult, prefix: Dataset) -> FitResult:
     """``fit``'s expression fitted on ``prefix`` from ``fit`` alone; ``fit`` itself if
     that fails, or when ``prefix`` is longer than
-    :data:`prolas.limits.EXACT_REFIT_LIMIT` (an exact fit there would cost what the
-    search's SGPR refit avoids)."""
+    :data:`prolas.limits.BAND_REFIT_LIMIT` (the check's 25 exact refits would cost
+    minutes there)."""
     from prolas.gp import FitConfig, fit_gp
 
-    if prefix.n > EXACT_REFIT_LIMIT:
+    if prefix.n > BAND_REFIT_LIMIT:
         return fit
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -302,6 +302,18 @@ def test_refitted_band_scale_forecasts_from_hyperparameters_fitted_before_each_o
     assert 0.6 <= s_refit <= 1.6 < s_fixed
 
 
+def test_band_refits_stop_at_the_refit_limit(trend_season, fits, monkeypatch) -> None:
+    """Prefixes longer than BAND_REFIT_LIMIT keep the model's fit (25 exact refits of a
+    long series would cost minutes); shorter ones are refitted."""
+    import prolas.report.forecast as fc_module
+
+    monkeypatch.setattr(fc_module, "BAND_REFIT_LIMIT", 40)
+    fit = fits[0]
+    assert fc_module._refit(fit, trend_season.take(np.arange(45), "45")) is fit
+    refitted = fc_module._refit(fit, trend_season.take(np.arange(36), "36"))
+    assert refitted is not fit and refitted.ok and refitted.n == 36
+
+
 def test_a_calibrated_forecast_keeps_its_mean_and_scales_its_band(trend_season, fits) -> None:
     narrow = _noise_times(fits[0], 1 / 25)
     own = forecast(narrow, trend_season, horizon=12, method="best")
