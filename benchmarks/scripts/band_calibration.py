@@ -8,7 +8,9 @@ inputs twice with :func:`prolas.report.forecast.forecast`: the models' own band
 :func:`prolas.report.forecast.band_scale`). The one the run used (``--run-band``) must
 reproduce the run's scores (checked, a mismatch is an error).
 The means are the same; only the band and the density change, so the comparison is paired
-and free of search and fit noise.
+and free of search and fit noise. In the CSV, the columns ``*_model`` are the models' own
+band and ``*_calibrated`` the ``--band`` one, ``calibrated`` or ``refitted`` alike
+(``band_refit.csv`` in the study holds the refitted band under that name).
 
 Prints per series (band factor, coverage, interval score, CRPS for both) and the means,
 the paired sign test and the bootstrap interval of the mean difference (distance of the
