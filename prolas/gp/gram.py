@@ -46,7 +46,9 @@ from prolas.kernels import OPERATORS, factor
 from prolas.kernels.spec import (
     DIMENSIONLESS,
     GramGrid,
+    MarginalDerivative,
     exp_or_inf,
+    marginal_sums,
     natural_value,
     scaled_value,
 )
@@ -249,17 +251,22 @@ class GramModel:
 
     def _terms(self, theta: np.ndarray, grad: bool) -> tuple[np.ndarray, list[tuple]]:
         """``(sum_t K_t, [(K_t, [(k_f, derivs), ...]), ...])`` without the noise."""
-        K = np.zeros((self.n, self.n))
+        K = None
         terms = []
         for i, term in enumerate(self.terms):
             factors = [self._factor(i, j, theta, grad) for j in range(len(term))]
-            kt = factors[0][0]
-            if len(factors) > 1:  # prod_f k_f, left to right, then the variance
-                kt = kt * factors[1][0]
+            variance = _exp(theta[self._variance_index[i]])
+            if len(factors) == 1:
+                kt = variance * factors[0][0]
+            else:  # prod_f k_f, left to right, then the variance, in one new array
+                kt = factors[0][0] * factors[1][0]
                 for kf, _ in factors[2:]:
                     kt *= kf
-            kt = _exp(theta[self._variance_index[i]]) * kt
-            K += kt
+                kt *= variance
+            if K is None:
+                K = kt.copy()
+            else:
+                K += kt
             terms.append((kt, factors))
         return K, terms
 
@@ -316,12 +323,19 @@ class GramModel:
         for i, (kt, factors) in enumerate(term_grams):
             wk = W * kt
             g[self._variance_index[i]] = 0.5 * wk.sum()
+            sums = None  # W_t 1 + W_t' 1, shared by the term's change factors' parameters
             for j, (_, derivs) in enumerate(factors):
                 idx = self._factor_index[i][j]
                 for (M, relative), pos in zip(derivs, idx):
                     if relative:
                         # a matrix, or a derivative that contracts itself (kernels.spec)
-                        dot = float(np.vdot(wk, M)) if isinstance(M, np.ndarray) else M.dot(wk)
+                        if isinstance(M, np.ndarray):
+                            dot = float(np.vdot(wk, M))
+                        elif isinstance(M, MarginalDerivative):
+                            sums = marginal_sums(wk) if sums is None else sums
+                            dot = M.dot_sums(sums)
+                        else:
+                            dot = M.dot(wk)
                         g[pos] += 0.5 * dot
                     else:  # LIN: W * (v prod_{other factors}) * dk/dc
                         others = _exp(theta[self._variance_index[i]])

@@ -88,8 +88,14 @@ class Periodic(Kernel):
         # no transcendental function on the n x n grid.
         w = 2.0 * math.pi / p
         c, s = np.cos(w * grid.t), np.sin(w * grid.t)
-        one_minus_cos = 1.0 - np.multiply.outer(c, c) - np.multiply.outer(s, s)
-        k = np.exp(-one_minus_cos / ls2)  # 2 sin^2(pi d / p) = 1 - cos(w d)
+        # 1 - c c' - s s' and exp(-(1 - cos(w d)) / l^2), in place (each n x n pass costs
+        # as much as the Cholesky's share per entry; the values are those of the
+        # expression written out: x / -l^2 = -x / l^2 exactly)
+        one_minus_cos = np.multiply.outer(c, c)
+        np.subtract(1.0, one_minus_cos, out=one_minus_cos)
+        one_minus_cos -= np.multiply.outer(s, s)
+        k = np.divide(one_minus_cos, -ls2)  # 2 sin^2(pi d / p) = 1 - cos(w d)
+        np.exp(k, out=k)
         if not grad:
             return k, []
         # d log k / d log l = 2 (1 - cos(w d)) / l^2; d log k / d log p = (w / l^2) d sin(w d),

@@ -20,6 +20,7 @@ from prolas.kernels.spec import (
     DIMENSIONLESS,
     MULTISCALE,
     ParamSpec,
+    ScaledDerivative,
     Start,
     Stationary,
     exp_or_inf,
@@ -69,11 +70,16 @@ class RationalQuadratic(Stationary):
         ls2, a = exp_or_inf(2.0 * th[0]), exp_or_inf(th[1])
         u = grid.d2 / (2.0 * a * ls2)
         log1pu = np.log1p(u)
-        k = np.exp(-a * log1pu)
+        k = np.multiply(log1pu, -a)
+        np.exp(k, out=k)
         if not grad:
             return k, []
-        frac = u / (1.0 + u)
-        return k, [(2.0 * a * frac, True), (a * (frac - log1pu), True)]
+        frac = u + 1.0
+        np.divide(u, frac, out=frac)  # u / (1 + u)
+        # d/d log alpha: alpha (frac - log(1 + u)), in log1pu's memory
+        np.subtract(frac, log1pu, out=log1pu)
+        log1pu *= a
+        return k, [(ScaledDerivative(2.0 * a, frac), True), (log1pu, True)]
 
     def sgpr_log(self, d2, v):
         ls2, a = v[0] ** 2, v[1]

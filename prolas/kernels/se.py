@@ -65,7 +65,8 @@ class SquaredExponential(Stationary):
     def gram(self, grid, th, grad):
         ls2 = exp_or_inf(2.0 * th[0])
         r = grid.d2 / ls2
-        k = np.exp(-0.5 * r)
+        k = np.multiply(r, -0.5)
+        np.exp(k, out=k)
         return k, ([(r, True)] if grad else [])
 
     def sgpr_log(self, d2, v):

@@ -349,6 +349,37 @@ class LowRankSineDerivative:
         return self.factor * self.d * sin_wd
 
 
+@dataclass(frozen=True)
+class MarginalDerivative:
+    """``M_ab = m_a + m_b``, never formed: a change factor's ``d log(s s') / dθ``
+    (:mod:`prolas.kernels.transitions`). With the row and column sums of ``W``,
+
+        <W, M> = m' (W 1) + m' (W' 1),
+
+    two reading passes over ``W`` for all of a factor's parameters together
+    (:meth:`dot_sums`, the sums shared) instead of one written and one read ``n x n``
+    array per parameter. Exact for any ``W``."""
+
+    m: np.ndarray
+
+    def dot(self, w: np.ndarray) -> float:
+        """``sum_ab w_ab M_ab``."""
+        return self.dot_sums(marginal_sums(w))
+
+    def dot_sums(self, sums: np.ndarray) -> float:
+        """``<W, M>`` from ``sums = W 1 + W' 1`` (:func:`marginal_sums`)."""
+        return float(self.m @ sums)
+
+    def dense(self) -> np.ndarray:
+        """The derivative matrix itself (for checks; the fit never forms it)."""
+        return self.m[:, None] + self.m[None, :]
+
+
+def marginal_sums(w: np.ndarray) -> np.ndarray:
+    """``W 1 + W' 1``, shape ``(n,)``: what every :class:`MarginalDerivative` contracts."""
+    return w.sum(axis=1) + w.sum(axis=0)
+
+
 @dataclass
 class TermGradient:
     """One product term's share of the SGPR gradient on one chunk of the data

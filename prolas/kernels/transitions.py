@@ -35,6 +35,7 @@ from prolas.kernels.spec import (
     TRANSITION,
     VECTOR,
     Kernel,
+    MarginalDerivative,
     ParamSpec,
     Start,
     exp_or_inf,
@@ -177,7 +178,7 @@ class Transition(Kernel):
         k = np.multiply.outer(s, s)
         if not grad:
             return k, []
-        return k, [(m[:, None] + m[None, :], True) for m in ms]
+        return k, [(MarginalDerivative(m), True) for m in ms]
 
     def vector(self, t, v):
         return self.stable(t, v[:-1], v[-1], torch.sigmoid, _torch_ratio, False)[0]

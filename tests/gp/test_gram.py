@@ -120,7 +120,13 @@ def test_warm_started_fit_never_worse_than_cold() -> None:
 def test_contracted_derivatives_equal_the_contraction_of_their_matrices() -> None:
     """PER's derivatives are never formed: ``dot(W)`` equals ``<W, M>`` for any W (the
     likelihood's W holds K^-1's lower triangle doubled, so it is not symmetric)."""
-    from prolas.kernels.spec import GramGrid, LowRankSineDerivative, ScaledDerivative
+    from prolas.kernels.spec import (
+        GramGrid,
+        LowRankSineDerivative,
+        MarginalDerivative,
+        ScaledDerivative,
+        marginal_sums,
+    )
 
     rng = np.random.default_rng(3)
     grid = GramGrid.of(np.sort(rng.uniform(0.0, 1.0, 40)))
@@ -134,3 +140,28 @@ def test_contracted_derivatives_equal_the_contraction_of_their_matrices() -> Non
     assert ScaledDerivative(2.5, grid.d2).dot(W) == pytest.approx(
         2.5 * np.vdot(W, grid.d2), rel=1e-12
     )
+    m = rng.standard_normal(40)  # a change factor's d log s / d theta
+    marginal = MarginalDerivative(m)
+    assert marginal.dot(W) == pytest.approx(np.vdot(W, m[:, None] + m[None, :]), rel=1e-12)
+    assert marginal.dot_sums(marginal_sums(W)) == marginal.dot(W)
+
+
+def test_the_gradient_of_a_change_expression_matches_finite_differences() -> None:
+    """The log-likelihood's gradient through the contracted derivatives (a change
+    window's shared parameters in several terms, PER, RQ and LIN beside them)."""
+    rng = np.random.default_rng(4)
+    t = np.sort(rng.uniform(0.0, 1.0, 60))
+    y = np.sin(9.0 * t) + 0.3 * rng.standard_normal(60)
+    model = GramModel(parse("CW(C + LIN, PER) + PER*RQ"), t, period_floor=0.01)
+    lo, hi = np.array(model.bounds).T
+    theta = np.clip(rng.uniform(-1.0, 1.0, model.size), lo, hi)
+    _, g = model.log_likelihood(theta, y)
+    h = 1e-6
+    for q in range(model.size):
+        up, down = theta.copy(), theta.copy()
+        up[q] += h
+        down[q] -= h
+        fd = (model.log_likelihood(up, y, False)[0] - model.log_likelihood(down, y, False)[0]) / (
+            2 * h
+        )
+        assert g[q] == pytest.approx(fd, rel=1e-5, abs=1e-6), model.params[q]
