@@ -153,11 +153,15 @@ def refit(fit: FitResult, dataset: Dataset, config: SearchConfig) -> FitResult:
     sharp = sharpened_periods(fit, dataset)
     if dataset.n <= EXACT_REFIT_LIMIT:
         starts = [fit] if sharp is None else [fit, sharp]
+        # the search's fit (and its sharpened twin) polished, then hopped from; a random
+        # restart besides (and hops from it) cost 3x as much and moved the log-likelihood
+        # by tenths of a nat (benchmarks/results/long_series/README.md, the refit)
         fitted = fit_gp(
             fit.expression,
             dataset,
             replace(config.fit_config, restarts=1),
             init=starts,
+            hop_from_best_only=True,
             workers=fit_threads(),
         )
     else:

@@ -518,6 +518,7 @@ def fit_gp(
     seed: int | None = None,
     init: FitResult | Sequence[FitResult] | None = None,
     cold: bool = True,
+    hop_from_best_only: bool = False,
     workers: int = 1,
 ) -> FitResult:
     """Fit an expression by exact marginal likelihood with random restarts.
@@ -537,6 +538,12 @@ def fit_gp(
             the fit is never worse than the cold fit.
         cold: ``False`` skips the random restarts and fits from ``init`` alone (a
             repair of a fit that a contained sub-model beat).
+        hop_from_best_only: run the basin-hopping rounds (``config.hops``) from the
+            best optimum only, not also from the best random restart's when that is
+            another one (which makes a fit with ``init`` never worse than without). The
+            refit of a chosen model on more data uses it (:func:`prolas.pipeline.refit`):
+            its random restart is there for when the model's own fit is poor on all the
+            data, and then it is the best.
         workers: threads running the fit's independent minimisations (restarts,
             polishes, hop moves) side by side (:func:`_each`); the result is the same for
             every value. Give it the cores nothing else uses: a fit inside a pool of
@@ -557,7 +564,7 @@ def fit_gp(
     try:
         with threadpool_limits(limits=threads, user_api="blas"):
             config = _fit_config(config, restarts, seed)
-            return _fit_gp(expr, dataset, config, init, cold, pool)
+            return _fit_gp(expr, dataset, config, init, cold, pool, hop_from_best_only)
     finally:
         if pool is not None:
             pool.shutdown()
@@ -570,6 +577,7 @@ def _fit_gp(
     init: FitResult | Sequence[FitResult] | None,
     cold: bool = True,
     pool: ThreadPoolExecutor | None = None,
+    hop_from_best_only: bool = False,
 ) -> FitResult:
     t_start = time.perf_counter()
     expr = parse(expr) if isinstance(expr, str) else expr
@@ -652,6 +660,8 @@ def _fit_gp(
             # a fit with starts from related models is never worse than without), and
             # from the best optimum overall when that is another one
             best_cold = next((p for p, from_cold in polished if from_cold), None)
+            if hop_from_best_only:
+                best_cold = None
             sources = [p for p in (best_cold, polished[0][0]) if p is not None]
             if len(sources) == 2 and sources[0] is sources[1]:
                 sources = sources[:1]

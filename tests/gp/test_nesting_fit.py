@@ -62,3 +62,31 @@ def test_a_fit_started_at_a_contained_fit_ends_at_or_above_it(data, e: str, s: s
 def test_a_refit_without_a_start_is_a_failed_fit_not_an_exception(data) -> None:
     fit = fit_gp("LIN + PER", data, FAST, cold=False)
     assert fit.status == "failed" and "no fit to start from" in fit.error
+
+
+def test_a_refit_hops_from_the_best_optimum_only_and_ends_at_or_above_its_start(
+    data, monkeypatch
+) -> None:
+    """``hop_from_best_only`` (the refit on all points, prolas.pipeline.refit): when the
+    start beats the random restart, the hop rounds run from the start's optimum alone, and
+    the fit ends at or above it; by default they also run from the restart's."""
+    import prolas.gp.fit as fit_module
+
+    start = fit_gp("LIN + PER*SE", data, FitConfig(restarts=8))
+    sources = []
+    hop = fit_module._hop
+
+    def counting_hop(model, theta, ll, *args):
+        sources.append(ll)
+        return hop(model, theta, ll, *args)
+
+    monkeypatch.setattr(fit_module, "_hop", counting_hop)
+    # one random restart stopped early: far below the start, whatever the BLAS
+    one = FitConfig(restarts=1, seed=5, presample=0, screen_iter=1, max_iter=2)
+    default = fit_gp("LIN + PER*SE", data, one, init=start)
+    assert len(sources) == 2 and sources[1] > sources[0]  # the restart's, then the best
+    sources.clear()
+    refit = fit_gp("LIN + PER*SE", data, one, init=start, hop_from_best_only=True)
+    assert len(sources) == 1 and sources[0] >= start.log_likelihood - 1e-6
+    assert refit.log_likelihood >= start.log_likelihood - 1e-6
+    assert default.log_likelihood >= start.log_likelihood - 1e-6
