@@ -111,8 +111,9 @@ def _cpu_seconds() -> float:
 def _measure_pipeline(n: int, budget: int) -> dict:
     """Worker: a default ``prolas fit`` (search on the view of the long series, refit on
     all n points) on a daily-like synthetic series of n points, in a fresh process: time
-    (wall and CPU), memory, what the search saw and whether it recovered the planted
-    yearly and weekly periods (within 1 %; :func:`prolas.bench.long_series.recovered`)."""
+    (wall and CPU), memory, what the search saw, whether it recovered the planted
+    yearly and weekly periods (within 1 %; :func:`prolas.bench.long_series.recovered`)
+    and the search's history."""
     from prolas.report.periods import periods_block
     from prolas.search.config import search_view
 
@@ -145,6 +146,9 @@ def _measure_pipeline(n: int, budget: int) -> dict:
         "recovered": recovered(best, DAILY_PLANTED),
         "left_out": [] if block is None else block["unexplained"],
         "peak_rss_mb": _peak_rss_mb(),
+        # every evaluation, so two runs can be compared fit by fit (the machine's speed
+        # varies by 10-20 %: benchmarks/results/long_series/README.md)
+        "history": [e.to_json() for e in result.history],
     }
 
 

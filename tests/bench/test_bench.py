@@ -210,6 +210,20 @@ def test_step_time_summary_follows_its_definition() -> None:
     assert empty["steps"] == 0 and math.isnan(empty["median_ms"]) and math.isnan(empty["p90_ms"])
 
 
+def test_a_performance_cell_keeps_its_search_history() -> None:
+    """The ``prolas fit`` cell of the performance bench records every evaluation, so two
+    runs can be compared fit by fit; the history is the search's, its best the cell's."""
+    from prolas.bench.performance import _measure_pipeline
+
+    record = _measure_pipeline(150, 3)
+    history = record["history"]
+    assert len(history) == record["evaluations"] == 3
+    ok = [e for e in history if e["status"] == "ok"]
+    assert max(ok, key=lambda e: e["bic"])["expression"] == record["best"]
+    # each entry is a fit's own seconds (rounded to 0.1 ms) inside the timed scorer
+    assert 0.0 < sum(e["seconds"] for e in history) <= record["fit_seconds"] + 1e-3
+
+
 def test_a_grid_without_plain_cks_measures_against_cks_with_change_rules() -> None:
     from prolas.bench.grid import reference_column
 
