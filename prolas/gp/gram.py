@@ -268,7 +268,7 @@ class GramModel:
             else:
                 K += kt
             terms.append((kt, factors))
-        return K, terms
+        return (np.zeros((self.n, self.n)) if K is None else K), terms
 
     def covariance(self, theta: np.ndarray, noise: bool = True) -> np.ndarray:
         """``K`` (``n x n``), with the noise on the diagonal if ``noise``."""
