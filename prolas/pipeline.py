@@ -153,9 +153,10 @@ def refit(fit: FitResult, dataset: Dataset, config: SearchConfig) -> FitResult:
     sharp = sharpened_periods(fit, dataset)
     if dataset.n <= EXACT_REFIT_LIMIT:
         starts = [fit] if sharp is None else [fit, sharp]
-        # the search's fit (and its sharpened twin) polished, then hopped from; a random
-        # restart besides (and hops from it) cost 3x as much and moved the log-likelihood
-        # by tenths of a nat (benchmarks/results/long_series/README.md, the refit)
+        # the search's fit, its sharpened twin and one random restart polished (the
+        # restart rescues a view fit that is poor on all points: 29 nats on internet);
+        # hops from the best of them only: hopping from the restart's too cost 1.4x for
+        # more than 0.1 nats on 1 of 20 refits (benchmarks/results/long_series/README.md)
         fitted = fit_gp(
             fit.expression,
             dataset,

@@ -5,7 +5,7 @@ search history written to a file, so two runs can be compared fit by fit.
     python benchmarks/scripts/pipeline_history.py OUT.json [--n 1000] [--budget 50]
 
 Prints wall seconds, CPU seconds, seconds inside the GP scorer and the best expression
-(:func:`prolas.bench.performance._measure_pipeline`; OUT.json holds its whole record,
+(:func:`prolas.bench.performance.measure_pipeline`; OUT.json holds its whole record,
 ``history`` included). Run it alone on the machine: two runs of the same code a few
 minutes apart differed by 10 % in fit seconds.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from prolas.bench.performance import _measure_pipeline
+from prolas.bench.performance import measure_pipeline
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--budget", type=int, default=50)
     args = parser.parse_args()
-    record = _measure_pipeline(args.n, args.budget)
+    record = measure_pipeline(args.n, args.budget)
     with open(args.out, "w") as fh:
         json.dump(record, fh, indent=1)
     print(

@@ -44,6 +44,7 @@ __all__ = [
     "daily_series",
     "growth_exponent",
     "machine_description",
+    "measure_pipeline",
     "run_performance",
     "FractionResult",
     "fraction_study",
@@ -108,7 +109,7 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime
 
 
-def _measure_pipeline(n: int, budget: int) -> dict:
+def measure_pipeline(n: int, budget: int) -> dict:
     """Worker: a default ``prolas fit`` (search on the view of the long series, refit on
     all n points) on a daily-like synthetic series of n points, in a fresh process: time
     (wall and CPU), memory, what the search saw, whether it recovered the planted
@@ -321,7 +322,7 @@ def run_performance(
     pipelines = []
     for n in pipeline_sizes:
         bar.set_postfix_str(f"prolas fit N={n}")
-        pipelines.append(_in_subprocess(_measure_pipeline, int(n), pipeline_budget))
+        pipelines.append(_in_subprocess(measure_pipeline, int(n), pipeline_budget))
         log(f"N={n}: {pipelines[-1]['wall_seconds']:.0f} s, {pipelines[-1]['peak_rss_mb']:.0f} MB")
         bar.update(1)
     fits = []

@@ -213,9 +213,9 @@ def test_step_time_summary_follows_its_definition() -> None:
 def test_a_performance_cell_keeps_its_search_history() -> None:
     """The ``prolas fit`` cell of the performance bench records every evaluation, so two
     runs can be compared fit by fit; the history is the search's, its best the cell's."""
-    from prolas.bench.performance import _measure_pipeline
+    from prolas.bench.performance import measure_pipeline
 
-    record = _measure_pipeline(150, 3)
+    record = measure_pipeline(150, 3)
     history = record["history"]
     assert len(history) == record["evaluations"] == 3
     ok = [e for e in history if e["status"] == "ok"]

@@ -118,8 +118,9 @@ def test_warm_started_fit_never_worse_than_cold() -> None:
 
 
 def test_contracted_derivatives_equal_the_contraction_of_their_matrices() -> None:
-    """PER's derivatives are never formed: ``dot(W)`` equals ``<W, M>`` for any W (the
-    likelihood's W holds K^-1's lower triangle doubled, so it is not symmetric)."""
+    """PER's, RQ's and the change factors' derivatives are never formed: ``dot(W)`` equals
+    ``<W, M>`` for any W (the likelihood's W holds K^-1's lower triangle doubled, so it is
+    not symmetric)."""
     from prolas.kernels.spec import (
         GramGrid,
         LowRankSineDerivative,
