@@ -23,9 +23,12 @@ Views (:data:`OPTIONS`), each a :class:`~prolas.data.Dataset` the search fits:
   searched before the view); its refit does not sharpen periods either;
 * ``hints``: the same points, with the full series' significant periods as starting
   periods (``--search-windows 0``);
-* ``windows``: the subsample plus a dense window per significant period it cannot
-  resolve, with starting periods (the default: :mod:`prolas.search.view`);
+* ``windows``: the subsample of M points plus a dense window per significant period it
+  cannot resolve, with starting periods (the default until the windows joined the
+  budget);
 * ``windows-nohints``: the same points without the starting periods;
+* ``windows-in-budget``: the windows count in the M points, the evenly spaced points
+  making room for them down to 3/4 of M (the default: :mod:`prolas.search.view`);
 * ``dense``: one evenly spaced subsample dense enough to resolve every significant period
   (``RESOLVED_SPACINGS`` spacings per shortest period), at most :data:`DENSE_CAP` points,
   with starting periods.
@@ -63,7 +66,7 @@ __all__ = [
 #: The densest subsample the ``dense`` option searches on.
 DENSE_CAP = 2000
 #: The views a search of a long series could see (module docstring).
-OPTIONS = ("plain", "hints", "windows", "windows-nohints", "dense")
+OPTIONS = ("plain", "hints", "windows", "windows-nohints", "windows-in-budget", "dense")
 
 
 def hourly_series(n: int = 20_000, seed: int = 0) -> Dataset:
@@ -157,9 +160,11 @@ def option_view(dataset: Dataset, option: str, search_points: int = 400) -> Data
     if option == "hints":
         return build_view(dataset, search_points, 0).dataset
     if option == "windows":
+        return build_view(dataset, search_points, 2, evenly_spaced_share=1.0).dataset
+    if option == "windows-in-budget":
         return build_view(dataset, search_points, 2).dataset
     if option == "windows-nohints":
-        view = build_view(dataset, search_points, 2).dataset
+        view = build_view(dataset, search_points, 2, evenly_spaced_share=1.0).dataset
         return view.with_fit_hints(view.fixed_spacing, ())
     if option == "dense":
         shortest = min((p.period for p in scan_dataset(dataset).fundamentals), default=math.inf)
@@ -250,6 +255,7 @@ def run_option(
         "best_status": None if best is None else best.status,
         "refit": None if best is None else (best.approximation or "exact"),
         "refit_periods": fitted_periods(best),
+        "refit_log_likelihood": None if best is None else best.log_likelihood,
         "refit_recovered": recovered(best, planted),
         "left_out": [] if block is None else block["unexplained"],
         "search_cpu_seconds": cpu1 - cpu0,

@@ -34,6 +34,7 @@ benchmarks/results/long_series/README.md.
 
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass
 
@@ -44,6 +45,7 @@ from prolas.spectrum import Peak, Spectrum, scan_dataset
 
 __all__ = [
     "EVENLY_SPACED_RULE",
+    "EVENLY_SPACED_SHARE",
     "RESOLVED_SPACINGS",
     "SearchView",
     "WINDOW_CYCLES",
@@ -61,6 +63,9 @@ RESOLVED_SPACINGS = 4.0
 WINDOW_CYCLES = 8
 #: ... sampled evenly (by position) at no more than this many points per cycle.
 WINDOW_POINTS_PER_CYCLE = 16
+#: The windows count in ``--search-points``: the evenly spaced points make room for
+#: them, down to this share of the budget (:func:`build_view`).
+EVENLY_SPACED_SHARE = 0.75
 #: ``searched_on.rule`` of the evenly spaced points.
 EVENLY_SPACED_RULE = "evenly spaced by position in x order"
 
@@ -160,22 +165,59 @@ def _window(dataset: Dataset, period: float) -> Window:
     return Window(period, span_idx, float(x[span_idx[0]]), float(x[span_idx[-1]]), spacing)
 
 
-def build_view(dataset: Dataset, search_points: int, search_windows: int) -> SearchView:
-    """The view of ``dataset`` for a search on ``search_points`` evenly spaced points and
-    at most ``search_windows`` windows (module docstring). ``dataset`` must be longer
-    than ``search_points``."""
-    base = dataset.spaced_indices(search_points)
+def _union(dataset: Dataset, n_evenly: int, short_of, search_windows: int):
+    """The evenly spaced points (``n_evenly`` of them), their spacing, the windows for the
+    periods they cannot resolve, those left without one, and the union's indices."""
+    base = dataset.spaced_indices(n_evenly)
     sparse = float(np.median(np.diff(np.unique(dataset.x[base]))))
-    spectrum = scan_dataset(dataset)
-    full_spacing = dataset.spacing
-    short = [
-        p
-        for p in spectrum.fundamentals
-        if p.period < RESOLVED_SPACINGS * sparse and p.period >= 2.0 * full_spacing
-    ]
+    short = short_of(sparse)
     windows = tuple(_window(dataset, p.period) for p in short[: max(int(search_windows), 0)])
     hidden = tuple(short[len(windows) :])
     indices = np.unique(np.concatenate([base, *(w.indices for w in windows)]))
+    return base, sparse, windows, hidden, indices
+
+
+def build_view(
+    dataset: Dataset,
+    search_points: int,
+    search_windows: int,
+    evenly_spaced_share: float = EVENLY_SPACED_SHARE,
+) -> SearchView:
+    """The view of ``dataset`` for a search on at most ``search_points`` points with at
+    most ``search_windows`` windows (module docstring). ``dataset`` must be longer than
+    ``search_points``.
+
+    The windows are part of the budget: the evenly spaced points are as many as fit
+    beside them, ``M - (window points not among them)``, but never fewer than
+    ``ceil(evenly_spaced_share M)`` (the view exceeds M only when the windows alone need
+    more than the rest). Fewer evenly spaced points are further apart, so which periods
+    need a window is decided on the evenly spaced points actually kept (a fixed point,
+    reached in a few rounds). ``evenly_spaced_share = 1`` is the view measured first: M
+    evenly spaced points with the windows on top."""
+    if not 0.0 < evenly_spaced_share <= 1.0:
+        raise ValueError(f"evenly_spaced_share must be in (0, 1], got {evenly_spaced_share}")
+    spectrum = scan_dataset(dataset)
+    full_spacing = dataset.spacing
+
+    def short_of(sparse: float) -> list[Peak]:
+        return [
+            p
+            for p in spectrum.fundamentals
+            if p.period < RESOLVED_SPACINGS * sparse and p.period >= 2.0 * full_spacing
+        ]
+
+    least = min(search_points, math.ceil(evenly_spaced_share * search_points))
+    n_evenly = search_points
+    base, sparse, windows, hidden, indices = _union(dataset, n_evenly, short_of, search_windows)
+    # Shrinking the evenly spaced points by the excess brings the union to the budget in
+    # one round unless a window overlaps them or a new period becomes short; 8 rounds
+    # are far more than the few such changes a scan's peaks allow.
+    for _ in range(8):
+        excess = indices.size - search_points
+        if excess <= 0 or n_evenly <= least:
+            break
+        n_evenly = max(least, n_evenly - excess)
+        base, sparse, windows, hidden, indices = _union(dataset, n_evenly, short_of, search_windows)
     spacing = min([w.spacing for w in windows], default=sparse)
     floor = 2.0 * spacing
     hints = tuple(p.period for p in spectrum.fundamentals if p.period >= floor)
