@@ -143,9 +143,10 @@ def test_every_strategy_runs_on_one_torch_thread_and_the_count_is_restored() -> 
 
 @pytest.mark.slow
 def test_daily_and_yearly_periods_of_20000_hourly_points_are_found_by_the_search() -> None:
-    """20 000 hourly values (2.3 years) with a daily and a yearly cycle: 300 evenly spaced
-    points are 2.8 days apart and cannot show the daily cycle; the view adds a window of
-    it, and the search itself finds both periods within 1 %, as does the SGPR refit."""
+    """20 000 hourly values (2.3 years) with a daily and a yearly cycle: evenly spaced
+    points (225 beside the window, 3/4 of the 300 searched) are 3.7 days apart and cannot
+    show the daily cycle; the view adds a window of it, and the search itself finds both
+    periods within 1 %, as does the SGPR refit."""
     ds = hourly_series(20_000)
     config = SearchConfig(
         method="cks", budget=12, depth=3, restarts=3, change=False, search_points=300

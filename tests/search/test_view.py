@@ -27,7 +27,9 @@ def hourly() -> Dataset:
 
 def test_a_period_the_subsample_cannot_resolve_gets_a_dense_window(hourly) -> None:
     view = build_view(hourly, 400, 2)
-    assert view.spacing == pytest.approx(833.3 / 399, rel=0.01)  # 2.1 days: daily is hidden
+    # the 128-point window takes its room from the evenly spaced points, down to 3/4 of M
+    assert view.evenly_spaced == 300 and view.indices.size <= 300 + 128
+    assert view.spacing == pytest.approx(833.3 / 299, rel=0.01)  # 2.8 days: daily is hidden
     (window,) = view.windows
     assert window.period == pytest.approx(1.0, rel=1e-4)
     assert window.x_end - window.x_start == pytest.approx(WINDOW_CYCLES, rel=0.01)
@@ -35,7 +37,7 @@ def test_a_period_the_subsample_cannot_resolve_gets_a_dense_window(hourly) -> No
     # one data set: the evenly spaced points and the window, in x order
     ds = view.dataset
     np.testing.assert_array_equal(view.indices, np.unique(view.indices))
-    assert set(hourly.spaced_indices(400)) <= set(view.indices)
+    assert set(hourly.spaced_indices(300)) <= set(view.indices)
     assert set(window.indices) <= set(view.indices)
     np.testing.assert_array_equal(ds.x, hourly.x[view.indices])
     assert (ds.y_mean, ds.y_std) == (hourly.y_mean, hourly.y_std)
@@ -43,6 +45,41 @@ def test_a_period_the_subsample_cannot_resolve_gets_a_dense_window(hourly) -> No
     assert float(np.median(np.diff(ds.x))) > 1.0
     assert ds.spacing == window.spacing and 2 * ds.spacing < 1.0
     assert ds.period_hints == (window.period,)
+    assert view.hidden == ()
+
+
+def test_the_windows_count_in_the_search_points() -> None:
+    """M is the search's budget: at 1 000 daily points the weekly window's 56 points make
+    the view exactly 400 (the evenly spaced points make room); the view measured first,
+    M evenly spaced points with the window on top, is ``evenly_spaced_share=1``."""
+    from prolas.bench.long_series import daily_series
+
+    ds = daily_series(1000)
+    view = build_view(ds, 400, 2)
+    (window,) = view.windows
+    assert window.period * 365.25 == pytest.approx(7.0, rel=1e-3) and window.n == 56
+    assert view.indices.size == 400 and 300 <= view.evenly_spaced < 400
+    assert set(ds.spaced_indices(view.evenly_spaced)) | set(window.indices) == set(view.indices)
+    first = build_view(ds, 400, 2, evenly_spaced_share=1.0)
+    assert first.evenly_spaced == 400 and first.indices.size == 400 + 56 - 22
+    assert first.windows[0].n == window.n
+    with pytest.raises(ValueError, match="evenly_spaced_share"):
+        build_view(ds, 400, 2, evenly_spaced_share=0.0)
+
+
+def test_a_period_the_fewer_evenly_spaced_points_cannot_resolve_gets_a_window_too() -> None:
+    """Which periods need a window is decided on the evenly spaced points the view keeps:
+    a 45-step period spans 4.5 spacings of 400 points of 4 000 (resolved) but fewer than 4
+    of the ~300 left beside the window of a 12-step period, so it gets a window as well."""
+    rng = np.random.default_rng(2)
+    x = np.arange(4000.0)
+    y = np.sin(2 * np.pi * x / 12) + np.sin(2 * np.pi * x / 45) + 0.3 * rng.normal(size=x.size)
+    ds = Dataset.from_arrays(x, y)
+    first = build_view(ds, 400, 2, evenly_spaced_share=1.0)
+    assert [round(w.period) for w in first.windows] == [12]  # 45 > 4 spacings of 10
+    view = build_view(ds, 400, 2)
+    assert sorted(round(w.period) for w in view.windows) == [12, 45]
+    assert view.evenly_spaced == 300 and RESOLVED_SPACINGS * view.spacing > 45
     assert view.hidden == ()
 
 
