@@ -143,8 +143,8 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         type=int,
         default=SEARCH_POINTS,
         metavar="M",
-        help=f"search a longer series on M evenly spaced points, then refit the best model "
-        f"on all points (exactly up to {EXACT_REFIT_LIMIT} points, beyond with a sparse "
+        help=f"search a longer series on M of its points (evenly spaced, plus the windows "
+        f"of --search-windows), then refit the best model on all points (exactly up to {EXACT_REFIT_LIMIT} points, beyond with a sparse "
         f"variational GP); 0 searches on all points (default {SEARCH_POINTS})",
     )
     g.add_argument(
@@ -152,9 +152,10 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         type=_non_negative_int,
         default=SEARCH_WINDOWS,
         metavar="W",
-        help="besides those M points, show the search up to W dense windows of the series, "
+        help="among those M points, show the search up to W dense windows of the series, "
         "one per significant period of the whole series (found by a periodogram of all "
-        "points) that the M points are too far apart to resolve; 0 = none "
+        "points) that the evenly spaced points are too far apart to resolve; they make "
+        "room for the windows, down to 3/4 of M; 0 = none "
         f"(default {SEARCH_WINDOWS})",
     )
     g.add_argument(

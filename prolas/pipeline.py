@@ -76,9 +76,9 @@ def run_search(
     """Run the configured search and return ``(SearchResult, best FitResult)``; the
     best model carries ``dataset`` (:attr:`FitResult.dataset`).
 
-    A series longer than ``config.search_points`` is searched on its view: an evenly
-    spaced subsample plus a dense window for each significant period of the full series
-    that the subsample cannot resolve (:func:`prolas.search.config.search_view`); the
+    A series longer than ``config.search_points`` is searched on its view of that many
+    points: an evenly spaced subsample plus a dense window for each significant period of
+    the full series that the subsample cannot resolve (:func:`prolas.search.config.search_view`); the
     best model is then refitted on all points (:func:`refit`).
 
     Args:

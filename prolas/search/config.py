@@ -66,12 +66,14 @@ class SearchConfig:
             grammar's base kernels, are the meta-learned portfolio of expressions that
             ranked well on other benchmark series (:mod:`prolas.search.portfolio`); 0 for
             the base kernels and Sobol points only.
-        search_points: longer series are searched on this many evenly spaced points
-            (exact GPs; :meth:`Dataset.thinned`) and the best model is then refitted on
-            all points (:func:`prolas.pipeline.refit`); 0 searches on all points.
-        search_windows: besides them, the search of a longer series sees at most this
+        search_points: longer series are searched on this many points (exact GPs), the
+            view of :mod:`prolas.search.view`: evenly spaced points and the windows, and
+            the best model is then refitted on all points (:func:`prolas.pipeline.refit`);
+            0 searches on all points.
+        search_windows: among them, the search of a longer series sees at most this
             many dense windows, one per significant period of the full series that the
-            evenly spaced points cannot resolve (:mod:`prolas.search.view`); 0: none.
+            evenly spaced points cannot resolve (they make room for the windows, down to
+            3/4 of ``search_points``); 0: none.
         lengthscale_floor: SE and RQ lengthscales of every fit are at least this many
             median input spacings (:attr:`prolas.gp.FitConfig.lengthscale_floor`).
         warm_fits: each new expression's fit also starts from the fitted
@@ -173,8 +175,8 @@ def search_view(dataset: Dataset, config: SearchConfig) -> SearchView | None:
 
 def search_data(dataset: Dataset, config: SearchConfig) -> Dataset:
     """The points a search runs on: all of them, or the view of a longer series
-    (:func:`search_view`: ``config.search_points`` evenly spaced points plus dense windows
-    for short periods, with the full series' standardisation, so its fits hold for all
+    (:func:`search_view`: ``config.search_points`` points, evenly spaced ones and dense
+    windows for short periods, with the full series' standardisation, so its fits hold for all
     points)."""
     view = search_view(dataset, config)
     return dataset if view is None else view.dataset

@@ -1,17 +1,21 @@
 """What the search of a long series sees: evenly spaced points, plus a dense window for
-each significant period of the full series that they cannot resolve.
+each significant period of the full series that they cannot resolve, within one budget
+of ``--search-points M`` points.
 
-A series longer than ``--search-points M`` is searched on M evenly spaced points
-(:meth:`prolas.data.Dataset.thinned`), spaced ``Δ_M``. A period ``p < 2 Δ_M`` lies below
+A series longer than M is searched on evenly spaced points
+(:meth:`prolas.data.Dataset.spaced_indices`), spaced ``Δ``. A period ``p < 2 Δ`` lies below
 their Nyquist floor and no search on them can find it; one below
-:data:`RESOLVED_SPACINGS` ``Δ_M`` is seen only as a few points per cycle. So, before the
+:data:`RESOLVED_SPACINGS` ``Δ`` is seen only as a few points per cycle. So, before the
 search, the whole series is scanned (:func:`prolas.spectrum.scan_dataset`, O(N log N)), and
-for each significant period ``p < RESOLVED_SPACINGS Δ_M`` (strongest first, at most
+for each significant period ``p < RESOLVED_SPACINGS Δ`` (strongest first, at most
 ``--search-windows`` of them) the search also sees a **window**: the points of a
 contiguous stretch :data:`WINDOW_CYCLES` ``p`` long in the middle of the series, thinned
 evenly to at most :data:`WINDOW_POINTS_PER_CYCLE` per cycle. The search then fits one
 data set, the union of the evenly spaced points and the windows (:class:`SearchView`):
 
+* **Budget.** M bounds the union, since a fit's cost grows with the cube of its points:
+  the evenly spaced points make room for the windows, down to
+  :data:`EVENLY_SPACED_SHARE` of M (:func:`build_view`). Without windows they are M.
 * **Floors.** Δ (the period floor 2Δ and the lengthscale floor, docs/conventions.md) is
   the spacing of the densest window, not the union's median spacing (which the evenly
   spaced points dominate): the window resolves the short period, so the fit may use it
