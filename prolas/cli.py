@@ -144,8 +144,9 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         default=SEARCH_POINTS,
         metavar="M",
         help=f"search a longer series on M of its points (evenly spaced, plus the windows "
-        f"of --search-windows), then refit the best model on all points (exactly up to {EXACT_REFIT_LIMIT} points, beyond with a sparse "
-        f"variational GP); 0 searches on all points (default {SEARCH_POINTS})",
+        f"of --search-windows), then refit the best model on all points (exactly up to "
+        f"{EXACT_REFIT_LIMIT} points, beyond with a sparse variational GP); 0 searches on "
+        f"all points (default {SEARCH_POINTS})",
     )
     g.add_argument(
         "--search-windows",

@@ -78,8 +78,9 @@ def run_search(
 
     A series longer than ``config.search_points`` is searched on its view of that many
     points: an evenly spaced subsample plus a dense window for each significant period of
-    the full series that the subsample cannot resolve (:func:`prolas.search.config.search_view`); the
-    best model is then refitted on all points (:func:`refit`).
+    the full series that the subsample cannot resolve
+    (:func:`prolas.search.config.search_view`); the best model is then refitted on all
+    points (:func:`refit`).
 
     Args:
         evaluator: use this Evaluator (else one is made from ``executor`` and

@@ -28,18 +28,20 @@ def table(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     lines = [
         "| series | N | view | points searched | fits | search's best | planted periods "
-        "found by the search | after the refit | left out | search CPU s | s per fit "
-        "| refit CPU s | peak RSS MB | commit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "found by the search | after the refit | left out | refit log-likelihood "
+        "| search CPU s | s per fit | refit CPU s | peak RSS MB | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         per_fit = r["search_cpu_seconds"] / max(r["evaluations"], 1)
         left = ", ".join(f"{v:.6g}" for v in r["left_out"]) or "none"
+        loglik = r.get("refit_log_likelihood")  # recorded since f0dce53
+        loglik = "—" if loglik is None else f"{loglik:.1f}"
         lines.append(
             f"| {r['series']} | {r['n']} | {r['option']} | {r['searched_points']} | "
             f"{r['evaluations']} | `{r['search_best']}` | "
             f"{_yes(r['search_recovered'], r['planted'])} | "
-            f"{_yes(r['refit_recovered'], r['planted'])} | {left} | "
+            f"{_yes(r['refit_recovered'], r['planted'])} | {left} | {loglik} | "
             f"{r['search_cpu_seconds']:.0f} | {per_fit:.1f} | {r['refit_cpu_seconds']:.0f} | "
             f"{r['peak_rss_mb']:.0f} | {r.get('commit', '')} |"
         )

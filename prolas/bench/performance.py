@@ -276,15 +276,18 @@ def machine_description() -> list[str]:
                 break
     except OSError:
         pass
-    load = ", ".join(f"{v:.1f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    loads = os.getloadavg() if hasattr(os, "getloadavg") else None
+    load = "?" if loads is None else ", ".join(f"{v:.1f}" for v in loads)
+    # the 1-minute load of a quiet machine is below one core's worth of work
+    if loads is not None and loads[0] >= 0.5:
+        load += " (other jobs were running, so absolute times are pessimistic)"
     import gpytorch
 
     return [
         f"- CPU: {cpu}, {os.cpu_count()} logical cores; memory {mem}; no GPU",
         f"- {platform.system()} {platform.release()}, Python {platform.python_version()}, "
         f"torch {torch.__version__} (CPU, 1 thread per process), gpytorch {gpytorch.__version__}",
-        f"- load average when the run started (1/5/15 min): {load} (the cores were shared "
-        "with other jobs, so absolute times are pessimistic)",
+        f"- load average when the run started (1/5/15 min): {load}",
     ]
 
 
@@ -312,6 +315,8 @@ def run_performance(
        strategy's own CPU milliseconds per BO step (median, p90).
     """
     log = log or (lambda s: None)
+    if not Path(data).is_file():  # before an hour of measurements, not after
+        raise ProlasError(f"{data}: file not found (the searches' data; see --data-dir)")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     expression = str(parse(expression))
@@ -361,9 +366,10 @@ def run_performance(
         f"## A default `prolas fit` against N ({pipeline_budget} fits)",
         "",
         "Daily synthetic series (`prolas.bench.daily_series`: trend + yearly + weekly cycle + "
-        "noise). A series longer than 400 points is searched on its view: 400 evenly spaced "
-        "points plus a dense window for each significant period of the whole series they "
-        "cannot resolve (docs/long-series.md); the best model is then refitted on all N "
+        "noise). A series longer than 400 points is searched on its view of 400 points: evenly "
+        "spaced ones and a dense window for each significant period of the whole series they "
+        "cannot resolve, the evenly spaced points making room for the windows down to 300 "
+        "(docs/long-series.md); the best model is then refitted on all N "
         "points (exact up to the refit limit, else SGPR). Planted periods: whether the best "
         "model has a periodic factor within 1 % of the planted yearly (365.25 d) and weekly "
         "(7 d) cycles. Left out: significant periods of the whole series the best model "

@@ -224,6 +224,17 @@ def test_a_performance_cell_keeps_its_search_history() -> None:
     assert 0.0 < sum(e["seconds"] for e in history) <= record["fit_seconds"] + 1e-3
 
 
+def test_the_performance_bench_stops_at_once_without_its_search_data(tmp_path) -> None:
+    """A missing search data file is an error before any measurement, and the output
+    folder is not made."""
+    from prolas.bench.performance import run_performance
+
+    out = tmp_path / "perf"
+    with pytest.raises(ProlasError, match="nowhere.csv: file not found"):
+        run_performance(out, data=tmp_path / "nowhere.csv", progress=False)
+    assert not out.exists()
+
+
 def test_a_grid_without_plain_cks_measures_against_cks_with_change_rules() -> None:
     from prolas.bench.grid import reference_column
 
