@@ -2,18 +2,18 @@
 exactly, and which grammar and checkpoint a search uses.
 
 Exact GP fits cost O(N^3) time and O(N^2) memory. A long series is therefore searched on
-an evenly spaced subsample of :data:`SEARCH_POINTS` points, and the chosen model is
+:data:`SEARCH_POINTS` of its points (evenly spaced ones and dense windows for short
+periods, :mod:`prolas.search.view`), and the chosen model is
 refitted on all points: exactly up to :data:`EXACT_REFIT_LIMIT` points, beyond that with a
 sparse variational GP (:mod:`prolas.gp.scalable`). The figures behind both numbers are in
-``benchmarks/results/performance/PERFORMANCE.md`` and
-``benchmarks/results/sgpr_refit/SCALABLE.md``.
+``benchmarks/results/long_series/`` and ``benchmarks/results/sgpr_refit/SCALABLE.md``.
 """
 
-#: Default size of the evenly spaced subsample a long series is searched on.
+#: Default number of points a long series is searched on, its windows included.
 SEARCH_POINTS = 400
 #: Largest N refitted exactly; longer series are refitted with SGPR.
 EXACT_REFIT_LIMIT = 2000
-#: Most dense windows a long series' search sees besides its evenly spaced points, one
+#: Most dense windows a long series' search sees among its points, one
 #: per significant period of the full series that they cannot resolve
 #: (:mod:`prolas.search.view`; measured in benchmarks/results/long_series/).
 SEARCH_WINDOWS = 2
