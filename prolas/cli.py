@@ -21,6 +21,7 @@ from prolas.limits import (
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_BAND,
     DEFAULT_GRAMMAR,
+    EVENLY_SPACED_SHARE,
     EXACT_REFIT_LIMIT,
     FORECAST_BANDS,
     FORECAST_METHODS,
@@ -156,7 +157,7 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         help="among those M points, show the search up to W dense windows of the series, "
         "one per significant period of the whole series (found by a periodogram of all "
         "points) that the evenly spaced points are too far apart to resolve; they make "
-        "room for the windows, down to 3/4 of M; 0 = none "
+        f"room for the windows, down to {EVENLY_SPACED_SHARE:.0%}% of M; 0 = none "
         f"(default {SEARCH_WINDOWS})",
     )
     g.add_argument(

@@ -17,6 +17,10 @@ EXACT_REFIT_LIMIT = 2000
 #: per significant period of the full series that they cannot resolve
 #: (:mod:`prolas.search.view`; measured in benchmarks/results/long_series/).
 SEARCH_WINDOWS = 2
+#: The windows count in :data:`SEARCH_POINTS`: the evenly spaced points make room for
+#: them, down to this share of the points (:func:`prolas.search.view.build_view`; chosen
+#: in benchmarks/results/long_series/README.md, "The windows inside the budget").
+EVENLY_SPACED_SHARE = 0.75
 
 #: The grammar and KG-VAE checkpoint a search uses unless told otherwise: the grammar with
 #: change-points, change-windows and the constant (``grammars/change.toml``). Measured on the

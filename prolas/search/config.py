@@ -73,7 +73,7 @@ class SearchConfig:
         search_windows: among them, the search of a longer series sees at most this
             many dense windows, one per significant period of the full series that the
             evenly spaced points cannot resolve (they make room for the windows, down to
-            3/4 of ``search_points``); 0: none.
+            :data:`prolas.limits.EVENLY_SPACED_SHARE` of ``search_points``); 0: none.
         lengthscale_floor: SE and RQ lengthscales of every fit are at least this many
             median input spacings (:attr:`prolas.gp.FitConfig.lengthscale_floor`).
         warm_fits: each new expression's fit also starts from the fitted

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from prolas.data import Dataset
+from prolas.limits import EVENLY_SPACED_SHARE
 from prolas.spectrum import Peak, Spectrum, scan_dataset
 
 __all__ = [
@@ -67,9 +68,6 @@ RESOLVED_SPACINGS = 4.0
 WINDOW_CYCLES = 8
 #: ... sampled evenly (by position) at no more than this many points per cycle.
 WINDOW_POINTS_PER_CYCLE = 16
-#: The windows count in ``--search-points``: the evenly spaced points make room for
-#: them, down to this share of the budget (:func:`build_view`).
-EVENLY_SPACED_SHARE = 0.75
 #: ``searched_on.rule`` of the evenly spaced points.
 EVENLY_SPACED_RULE = "evenly spaced by position in x order"
 
@@ -115,11 +113,11 @@ class SearchView:
             search is on.
         indices: its points' positions in the full data (increasing).
         evenly_spaced: how many evenly spaced points the view holds.
-        spacing: the evenly spaced points' median spacing ``Δ_M``.
+        spacing: the evenly spaced points' median spacing ``Δ``.
         windows: the dense windows, strongest period first.
         spectrum: the scan of the full series.
         hidden: significant periods of the full series that the view cannot resolve
-            (below ``RESOLVED_SPACINGS Δ_M`` and given no window: ``--search-windows``).
+            (below ``RESOLVED_SPACINGS Δ`` and given no window: ``--search-windows``).
     """
 
     dataset: Dataset
