@@ -87,9 +87,9 @@ def main() -> None:
         seconds.clear()
         calls.clear()
         with tempfile.TemporaryDirectory() as tmp:
-            sys.argv = ["strategy_speed.py", "run", "--scorer", args.scorer, "--seeds", str(seed)]
-            sys.argv += ["--budget", str(args.budget), "--out", str(Path(tmp) / "run.jsonl")]
-            strategy_speed.main()
+            argv = ["run", "--scorer", args.scorer, "--seeds", str(seed)]
+            argv += ["--budget", str(args.budget), "--out", str(Path(tmp) / "run.jsonl")]
+            strategy_speed.main(argv)
         steps = max(calls["step"], 1)
         for label, _, _ in PARTS:
             print(f"seed {seed}  {label:45s} {1000.0 * seconds[label] / steps:7.1f} ms/step")

@@ -32,6 +32,7 @@ from prolas.data import Dataset, load_csv
 from prolas.errors import ProlasError
 from prolas.expr import parse
 from prolas.gp import FitConfig, FitResult, GPScorer, fit_gp
+from prolas.limits import EVENLY_SPACED_SHARE, SEARCH_POINTS
 from prolas.pipeline import run_search
 from prolas.records import write_json
 from prolas.search.config import SearchConfig, search_data
@@ -366,9 +367,10 @@ def run_performance(
         f"## A default `prolas fit` against N ({pipeline_budget} fits)",
         "",
         "Daily synthetic series (`prolas.bench.daily_series`: trend + yearly + weekly cycle + "
-        "noise). A series longer than 400 points is searched on its view of 400 points: evenly "
-        "spaced ones and a dense window for each significant period of the whole series they "
-        "cannot resolve, the evenly spaced points making room for the windows down to 300 "
+        f"noise). A series longer than {SEARCH_POINTS} points is searched on its view of "
+        f"{SEARCH_POINTS} points: evenly spaced ones and a dense window for each significant "
+        "period of the whole series they cannot resolve, the evenly spaced points making room "
+        f"for the windows down to {math.ceil(EVENLY_SPACED_SHARE * SEARCH_POINTS)} "
         "(docs/long-series.md); the best model is then refitted on all N "
         "points (exact up to the refit limit, else SGPR). Planted periods: whether the best "
         "model has a periodic factor within 1 % of the planted yearly (365.25 d) and weekly "

@@ -167,12 +167,25 @@ def _window(dataset: Dataset, period: float) -> Window:
     return Window(period, span_idx, float(x[span_idx[0]]), float(x[span_idx[-1]]), spacing)
 
 
-def _union(dataset: Dataset, n_evenly: int, short_of, search_windows: int):
-    """The evenly spaced points (``n_evenly`` of them), their spacing, the windows for the
-    periods they cannot resolve, those left without one, and the union's indices."""
+def _short_periods(spectrum: Spectrum, sparse: float, full_spacing: float) -> list[Peak]:
+    """The significant periods, strongest first, that evenly spaced points ``sparse``
+    apart cannot resolve and that the full series' spacing can."""
+    return [
+        p
+        for p in spectrum.fundamentals
+        if p.period < RESOLVED_SPACINGS * sparse and p.period >= 2.0 * full_spacing
+    ]
+
+
+def _union(
+    dataset: Dataset, spectrum: Spectrum, n_evenly: int, search_windows: int
+) -> tuple[np.ndarray, float, tuple[Window, ...], tuple[Peak, ...], np.ndarray]:
+    """``n_evenly`` evenly spaced indices, their spacing, the windows for the periods they
+    cannot resolve (at most ``search_windows``), the periods left without one, and the
+    union's indices."""
     base = dataset.spaced_indices(n_evenly)
     sparse = float(np.median(np.diff(np.unique(dataset.x[base]))))
-    short = short_of(sparse)
+    short = _short_periods(spectrum, sparse, dataset.spacing)
     windows = tuple(_window(dataset, p.period) for p in short[: max(int(search_windows), 0)])
     hidden = tuple(short[len(windows) :])
     indices = np.unique(np.concatenate([base, *(w.indices for w in windows)]))
@@ -199,18 +212,9 @@ def build_view(
     if not 0.0 < evenly_spaced_share <= 1.0:
         raise ValueError(f"evenly_spaced_share must be in (0, 1], got {evenly_spaced_share}")
     spectrum = scan_dataset(dataset)
-    full_spacing = dataset.spacing
-
-    def short_of(sparse: float) -> list[Peak]:
-        return [
-            p
-            for p in spectrum.fundamentals
-            if p.period < RESOLVED_SPACINGS * sparse and p.period >= 2.0 * full_spacing
-        ]
-
     least = min(search_points, math.ceil(evenly_spaced_share * search_points))
     n_evenly = search_points
-    base, sparse, windows, hidden, indices = _union(dataset, n_evenly, short_of, search_windows)
+    base, sparse, windows, hidden, indices = _union(dataset, spectrum, n_evenly, search_windows)
     # Shrinking the evenly spaced points by the excess brings the union to the budget in
     # one round unless a window overlaps them or a new period becomes short; 8 rounds
     # are far more than the few such changes a scan's peaks allow.
@@ -219,7 +223,7 @@ def build_view(
         if excess <= 0 or n_evenly <= least:
             break
         n_evenly = max(least, n_evenly - excess)
-        base, sparse, windows, hidden, indices = _union(dataset, n_evenly, short_of, search_windows)
+        base, sparse, windows, hidden, indices = _union(dataset, spectrum, n_evenly, search_windows)
     spacing = min([w.spacing for w in windows], default=sparse)
     floor = 2.0 * spacing
     hints = tuple(p.period for p in spectrum.fundamentals if p.period >= floor)
