@@ -47,7 +47,9 @@ def add_bench_parser(sub) -> None:
         "m3-monthly: 150 M3 series): prolas's default forecast and statsforecast's AutoETS, "
         "AutoARIMA, AutoTheta and SeasonalNaive (--methods prolas,ets,arima,theta,snaive; "
         "the peers need pip install 'prolas[bench]') scored on the same test points, with "
-        "paired comparisons; writes OUT/forecast.md and OUT/forecast_scores.csv",
+        "paired comparisons; add cks to --methods to run prolas fit --search cks beside the "
+        "default search and compare their best BIC and wall time; writes OUT/forecast.md "
+        "and OUT/forecast_scores.csv",
     )
     b.add_argument(
         "--datasets", default="airline", help="comma-separated names in --data-dir, or 'all'"
@@ -56,7 +58,7 @@ def add_bench_parser(sub) -> None:
         "--methods",
         help="comma-separated: prolas, cks, random, structural[:SURROGATE[:OPTIMISER]] "
         "(e.g. structural:arc, structural:ot:local; default prolas,cks,random); with "
-        "--forecast: prolas, ets, arima, theta, snaive (default all five)",
+        "--forecast: prolas, cks, ets, arima, theta, snaive (default all but cks)",
     )
     b.add_argument("--seeds", type=positive_int, default=5, help="seeds 0..S-1 (default 5)")
     b.add_argument("--budget", type=positive_int, default=50, help="unique GP fits per search")
@@ -228,12 +230,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _cmd_forecast_bench(args: argparse.Namespace, say) -> int:
     from prolas.bench.forecast_bench import (
-        FORECAST_METHODS_BENCH,
+        DEFAULT_FORECAST_METHODS,
         ForecastBenchConfig,
         run_forecast_bench,
     )
 
-    methods = args.methods or ",".join(FORECAST_METHODS_BENCH)
+    methods = args.methods or ",".join(DEFAULT_FORECAST_METHODS)
     config = ForecastBenchConfig(
         suite=args.forecast,
         methods=tuple(m.strip() for m in methods.split(",") if m.strip()),

@@ -20,17 +20,22 @@ Suites (:func:`suite_series`):
 Methods: ``prolas`` is ``prolas fit`` with its defaults (``--budget``, ``--restarts`` and
 the search and fit seed ``--fit-seed`` as given) and its default forecast
 (``rolling-mix``) evaluated at the test inputs, run through :func:`prolas.many.run_many`
-into ``OUT/prolas/``; the peers (:mod:`prolas.bench.peers`) forecast the test steps
-from the training values. Every forecast is scored by
-:func:`prolas.report.scoring.score_forecast` with the series' seasonal naive scale.
+into ``OUT/prolas/``; ``cks`` (not run unless asked for) is the same with ``--search
+cks``, into ``OUT/cks/``, so the default search and the greedy one are compared on the
+same series, by best BIC and search seconds as well as by forecast; the peers
+(:mod:`prolas.bench.peers`) forecast the test steps from the training values. Every
+forecast is scored by :func:`prolas.report.scoring.score_forecast` with the series'
+seasonal naive scale.
 Seconds per series: prolas's search plus its test forecast (not the report and plots it
 also writes), the peers' fit and forecast, each in one process (prolas's series run in
-``--workers`` processes side by side).
+``--workers`` processes side by side, each search and its fits on one core);
+``search_seconds`` is the search's wall time alone.
 
 Outputs: ``OUT/forecast_scores.csv`` (one row per series and method),
-``OUT/forecast.md`` (mean scores per method, prolas against each peer with
-:func:`prolas.bench.paired.compare`, per-series RMSE next to ABCD's for tsdl, the
-failures) and ``OUT/bench.json``; peers' forecasts in ``OUT/peers/<method>/<series>.json``.
+``OUT/forecast.md`` (mean scores per method, prolas against each other method with
+:func:`prolas.bench.paired.compare`, the two searches' best BIC and seconds
+(:func:`search_comparison`), per-series RMSE next to ABCD's for tsdl, the failures) and
+``OUT/bench.json``; peers' forecasts in ``OUT/peers/<method>/<series>.json``.
 ``--resume`` skips finished series of every method.
 """
 
@@ -57,6 +62,8 @@ from prolas.report.scoring import SCORE_COLUMNS, score_forecast, seasonal_naive_
 from prolas.search.config import SearchConfig
 
 __all__ = [
+    "BIC_TIE",
+    "DEFAULT_FORECAST_METHODS",
     "FORECAST_METHODS_BENCH",
     "ForecastBenchConfig",
     "ForecastBenchRun",
@@ -68,14 +75,28 @@ __all__ = [
     "forecast_markdown",
     "m3_half",
     "run_forecast_bench",
+    "search_comparison",
+    "SEARCH_METHODS",
     "suite_series",
 ]
 
 SUITES = ("tsdl", "m3-monthly")
 HALVES = ("all", "tuning", "report")
 
-#: Methods of ``prolas bench --forecast``: prolas, then the peers.
-FORECAST_METHODS_BENCH = ("prolas", *PEERS)
+#: Methods run as ``prolas fit --search METHOD`` (each into ``OUT/METHOD/``).
+SEARCH_METHODS = ("prolas", "cks")
+
+#: Methods of ``prolas bench --forecast``: the searches, then the peers.
+FORECAST_METHODS_BENCH = (*SEARCH_METHODS, *PEERS)
+
+#: What ``--methods`` defaults to: the default search and the peers (``cks`` on request:
+#: it doubles the run's cost).
+DEFAULT_FORECAST_METHODS = ("prolas", *PEERS)
+
+#: Two searches' best BICs this close count as the same optimum: the fit of one
+#: expression ends within this of its optimum in either search (benchmarks/results/
+#: fit_reliability/), so a smaller difference says nothing about the search.
+BIC_TIE = 0.1
 
 #: Seasonal period of each tsdl series (module docstring says why).
 TSDL_SEASON_LENGTH = {
@@ -107,6 +128,10 @@ PAIRED_METRICS = [
     "seconds",
 ]
 
+#: Metrics compared between the two searches as well: best BIC (higher is better) and
+#: the search's wall time.
+SEARCH_METRICS = ["bic", "search_seconds"]
+
 #: Columns of forecast_scores.csv.
 SCORE_TABLE_COLUMNS = (
     "series",
@@ -116,6 +141,8 @@ SCORE_TABLE_COLUMNS = (
     "status",
     *SCORE_COLUMNS,
     "seconds",
+    "bic",
+    "search_seconds",
     "error",
 )
 
@@ -185,7 +212,7 @@ class ForecastBenchConfig:
     """Settings of one ``prolas bench --forecast`` run (those a resumed run must share)."""
 
     suite: str
-    methods: tuple[str, ...] = FORECAST_METHODS_BENCH
+    methods: tuple[str, ...] = DEFAULT_FORECAST_METHODS
     half: str = "all"
     series: tuple[str, ...] = ()
     fit_seed: int = 0
@@ -221,15 +248,17 @@ def _row(series: LongSeries, half: str, method: str) -> dict:
     return row
 
 
-def _prolas_rows(out: Path, pairs: list[tuple[LongSeries, str]]) -> list[dict]:
-    """prolas's rows from the series folders of :func:`run_many`."""
+def _search_rows(out: Path, pairs: list[tuple[LongSeries, str]], method: str) -> list[dict]:
+    """A search method's rows from the series folders :func:`run_many` wrote into
+    ``OUT/METHOD/``."""
     rows = []
     for s, half in pairs:
-        row = _row(s, half, "prolas")
-        path = out / "prolas" / s.folder / "series.json"
+        row = _row(s, half, method)
+        path = out / method / s.folder / "series.json"
         doc = json.loads(path.read_text()) if path.exists() else {"status": "pending"}
-        row.update({k: doc.get(k) for k in ("status", "error", *SCORE_COLUMNS)})
+        row.update({k: doc.get(k) for k in ("status", "error", "bic", *SCORE_COLUMNS)})
         if doc.get("status") == "ok":
+            row["search_seconds"] = doc.get("search_seconds")
             row["seconds"] = (doc.get("search_seconds") or 0.0) + (
                 doc.get("forecast_seconds") or 0.0
             )
@@ -314,18 +343,23 @@ def run_forecast_bench(
         log(run.skipped_peers)
         peers = []
     prepare_out(out, "forecast", config.settings(), {"workers": workers}, resume)
+    searches = [m for m in SEARCH_METHODS if m in config.methods]
     log(
         f"bench --forecast {config.suite}: {len(pairs)} series ({config.half}), methods "
-        f"{', '.join(['prolas'] * ('prolas' in config.methods) + peers)}"
+        f"{', '.join(searches + peers)}"
     )
     rows: list[dict] = []
-    if "prolas" in config.methods:
-        search = SearchConfig(budget=config.budget, restarts=config.restarts, seed=config.fit_seed)
+    for method in searches:
+        search = SearchConfig(
+            method=method, budget=config.budget, restarts=config.restarts, seed=config.fit_seed
+        )
         # every series carries its own seasonal period (suite_series); 1 is never used
         settings = ManySettings(search, ForecastSettings(band=config.band), 1)
+        if len(searches) > 1:
+            log(f"search {method}:")
         run_many(
             [s for s, _ in pairs],
-            out / "prolas",
+            out / method,
             settings,
             workers=workers,
             resume=resume,
@@ -333,7 +367,7 @@ def run_forecast_bench(
             source={"suite": config.suite, "half": config.half},
             log=log,
         )
-        rows += _prolas_rows(out, pairs)
+        rows += _search_rows(out, pairs, method)
     if peers:
         rows += _peer_rows(out, pairs, peers, resume, progress)
     table = pd.DataFrame(rows, columns=list(SCORE_TABLE_COLUMNS))
@@ -351,6 +385,49 @@ def _num(v: float, digits: int = 3) -> str:
     if v is None or not math.isfinite(v):
         return "-"
     return f"{v:.{digits}g}" if abs(v) >= 1000 else f"{v:.{digits}f}"
+
+
+def search_comparison(ok: pd.DataFrame) -> list[str]:
+    """The markdown lines comparing the two searches on the series both finished (rows
+    of ``ok``, methods ``prolas`` and ``cks``), by half and overall: the share of series
+    where prolas's best BIC is at least CKS's (within :data:`BIC_TIE`), strictly higher,
+    and the median ratio of their search wall times (prolas / CKS)."""
+    wide = ok.pivot_table(
+        index=["series", "half"], columns="method", values=["bic", "search_seconds"]
+    )
+    lines = [
+        "## The two searches: prolas's best BIC against CKS's, and their wall times",
+        "",
+        f"Series both searches finished. At least: prolas's best BIC ≥ CKS's − {BIC_TIE} "
+        "(a smaller difference is within one fit's reach of its optimum); higher: by more "
+        f"than {BIC_TIE}. Wall time: each search on one core, in seconds (`search_seconds`).",
+        "",
+        "| half | series | prolas at least CKS | prolas higher | CKS higher "
+        "| median seconds prolas / CKS | median ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    if not {("bic", "prolas"), ("bic", "cks")} <= set(wide.columns):
+        return lines
+    wide = wide.dropna(subset=[("bic", "prolas"), ("bic", "cks")])
+    halves = [h for h in HALVES[1:] if h in set(wide.index.get_level_values("half"))]
+    for half in [*halves, "all"] if len(halves) > 1 else halves or ["all"]:
+        part = wide if half == "all" else wide.xs(half, level="half", drop_level=False)
+        d = part[("bic", "prolas")] - part[("bic", "cks")]
+        sec_p, sec_c = part[("search_seconds", "prolas")], part[("search_seconds", "cks")]
+        n = len(part)
+        if not n:
+            continue
+        at_least, higher, lower = (
+            int((d >= -BIC_TIE).sum()),
+            int((d > BIC_TIE).sum()),
+            int((d < -BIC_TIE).sum()),
+        )
+        lines.append(
+            f"| {half} | {n} | {at_least} ({at_least / n:.0%}) | {higher} | {lower} | "
+            f"{_num(sec_p.median(), 3)} / {_num(sec_c.median(), 3)} | "
+            f"{_num((sec_p / sec_c).median(), 3)} |"
+        )
+    return lines
 
 
 def forecast_markdown(
@@ -399,13 +476,20 @@ def forecast_markdown(
         )
     peers = [m for m in methods if m != "prolas"]
     if "prolas" in methods and peers:
-        cmp = compare(ok, "prolas", peers, PAIRED_METRICS)
+        cmp = pd.concat(
+            [
+                compare(ok, "prolas", [m], PAIRED_METRICS + SEARCH_METRICS * (m in SEARCH_METHODS))
+                for m in peers
+            ],
+            ignore_index=True,
+        )
         lines += [
             "",
-            "## prolas against each peer, series by series",
+            "## prolas against each other method, series by series",
             "",
             "d per series, negative when prolas is better: the log RMSE ratio and log "
-            "seconds ratio, |coverage − 0.95| minus the peer's, else prolas's score minus "
+            "seconds ratio, |coverage − 0.95| minus the peer's, the other search's best BIC "
+            "minus prolas's, else prolas's score minus "
             "the peer's. Sign test: two-sided exact binomial on the series where d ≠ 0. "
             "Interval: 95 % percentile bootstrap of the mean d (10 000 resamples of the "
             "series). A verdict needs both: the interval excludes 0 and the sign test's "
@@ -421,6 +505,8 @@ def forecast_markdown(
                 f"{_num(r.sign_p)} | {_num(r.mean)} [{_num(r.low)}, {_num(r.high)}] | "
                 f"{r.verdict} |"
             )
+    if "prolas" in methods and "cks" in methods:
+        lines += ["", *search_comparison(ok)]
     if config.suite == "tsdl":
         rmse = ok.pivot_table(index="series", columns="method", values="rmse")
         lines += [

@@ -8,6 +8,7 @@ i = 1..n, the per-series difference ``d_i`` is defined so that **negative favour
 * lower-is-better scores (sMAPE, MASE, scaled interval score, scaled CRPS):
   ``d_i = A_i - B_i``;
 * RMSE and seconds, whose scale differs between series: ``d_i = log(A_i / B_i)``;
+* the best BIC of a search, where higher is better: ``d_i = B_i - A_i``;
 * coverage of the 95 % interval, where nearer 0.95 is better:
   ``d_i = |A_i - 0.95| - |B_i - 0.95|``.
 
@@ -37,6 +38,7 @@ from scipy.stats import binomtest
 
 __all__ = [
     "COVERAGE_TARGET",
+    "HIGHER_IS_BETTER_METRICS",
     "LOG_RATIO_METRICS",
     "RESAMPLES",
     "SIGN_LEVEL",
@@ -57,7 +59,10 @@ RESAMPLES = 10_000
 COVERAGE_TARGET = 0.95
 
 #: Metrics compared by log ratio (their scale differs between series).
-LOG_RATIO_METRICS = ("rmse", "seconds")
+LOG_RATIO_METRICS = ("rmse", "seconds", "search_seconds")
+
+#: Metrics where higher is better (compared as B - A, so that negative still favours A).
+HIGHER_IS_BETTER_METRICS = ("bic",)
 
 
 def differences(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
@@ -69,6 +74,8 @@ def differences(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
             return np.log(a / b)
     if metric == "coverage":
         return np.abs(a - COVERAGE_TARGET) - np.abs(b - COVERAGE_TARGET)
+    if metric in HIGHER_IS_BETTER_METRICS:
+        return b - a
     return a - b
 
 
@@ -145,6 +152,8 @@ def compare(table: pd.DataFrame, base: str, others: list[str], metrics: list[str
                 if metric in LOG_RATIO_METRICS
                 else "|coverage - 0.95| difference"
                 if metric == "coverage"
+                else "difference, other minus base"
+                if metric in HIGHER_IS_BETTER_METRICS
                 else "difference"
             )
             rows.append(
