@@ -424,8 +424,8 @@ def search_comparison(ok: pd.DataFrame) -> list[str]:
         )
         lines.append(
             f"| {half} | {n} | {at_least} ({at_least / n:.0%}) | {higher} | {lower} | "
-            f"{_num(sec_p.median(), 3)} / {_num(sec_c.median(), 3)} | "
-            f"{_num((sec_p / sec_c).median(), 3)} |"
+            f"{_num(sec_p.median(), 1)} / {_num(sec_c.median(), 1)} | "
+            f"{_num((sec_p / sec_c).median(), 2)} |"
         )
     return lines
 

@@ -123,6 +123,12 @@ class LatentBOConfig:
         pool_window: the pool is the draws of the last ``pool_window`` steps, each step
             drawing ``1 / pool_window`` of ``pool_sobol`` and ``pool_local`` (1: the
             whole pool every step; benchmarks/results/strategy_speed/ measures 16).
+        pool_reuse: draw each part of the pool only when what it depends on changes
+            (``pool_window`` is then unused): the Sobol design once per search, the
+            perturbations and edits again only when the ``pool_top`` best points change.
+            Each draw is a sample of the same distribution as a fresh one, so the pool is
+            alike; its expressions' graphs and OT distances to the surrogate's data are
+            already known, and a step computes only the new training expression's.
         stall_limit: consecutive steps without a new expression before diversifying.
         perturb_scales: standard deviations (unit-cube units) of the perturbations,
             in the pool and, each ``perturb_tries`` times, when diversifying; then up to
@@ -140,6 +146,7 @@ class LatentBOConfig:
     pool_local: int = 1024
     pool_top: int = 3
     pool_window: int = 1
+    pool_reuse: bool = False
     stall_limit: int = 20
     perturb_scales: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4)
     perturb_tries: int = 25
@@ -170,8 +177,9 @@ class LatentBOConfig:
         """The settings a search recorded (``SearchResult.extra["options"]``), to replay it.
         Records from before the base kernels opened the initial design lack
         ``base_kernels``: those searches ran without them; records from before the
-        rolling pool lack ``pool_window``: those drew the whole pool every step."""
-        values = {"base_kernels": False, "pool_window": 1, **options}
+        rolling pool lack ``pool_window`` (and ``pool_reuse``): those drew the whole pool
+        every step."""
+        values = {"base_kernels": False, "pool_window": 1, "pool_reuse": False, **options}
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
     def __post_init__(self) -> None:
@@ -221,6 +229,10 @@ class _LatentSearch:
         self._pools: deque[tuple[torch.Tensor, list[Expression], tuple, int]] = deque(
             maxlen=options.pool_window
         )
+        # pool_reuse: the Sobol design and its decodes; the last draw around the best
+        # points, keyed by those points' expressions
+        self._sobol_draw: tuple[torch.Tensor, list[Expression]] | None = None
+        self._local_draw: tuple[tuple[str, ...], torch.Tensor, list[Expression]] | None = None
         self._edit_codes: dict[tuple, torch.Tensor] = {}  # unit-cube codes of the last edits
         self._edits_of: dict[tuple[str, ...], list[tuple[str, ...]]] = {}  # see edits_of
         self._code_of: dict[tuple[str, ...], torch.Tensor] = {}
@@ -428,7 +440,11 @@ class _LatentSearch:
         Sobol design of the cube, ``pool_local / pool_window`` Gaussian perturbations of
         the best points so far (several scales) and the latent codes of grammar edits of
         their sequences (each set of edits once: the same best points edit alike); with
-        ``pool_window = 1`` every step draws the whole pool."""
+        ``pool_window = 1`` every step draws the whole pool. With ``pool_reuse`` the
+        parts are drawn again only when what they depend on changes
+        (:meth:`reused_pool`)."""
+        if self.opt.pool_reuse:
+            return self.reused_pool(starts)
         w = self.opt.pool_window
         parts = [starts.reshape(-1, self.d)]
         sobol = torch.quasirandom.SobolEngine(
@@ -436,23 +452,8 @@ class _LatentSearch:
         )
         parts.append(sobol.draw(max(1, self.opt.pool_sobol // w), dtype=DTYPE))
         if self.U:
-            tg = self.targets()[:, 0]
-            top = torch.argsort(tg, descending=True)[: self.opt.pool_top].tolist()
-            share = len(top) * len(self.opt.perturb_scales) * w
-            per = max(1, self.opt.pool_local // share)
-            for i in top:
-                for scale in self.opt.perturb_scales:
-                    noise = torch.from_numpy(self.rng.normal(0.0, scale, (per, self.d)))
-                    parts.append((self.U[i] + noise).clamp(0.0, 1.0))
-            seqs = self.vae.decode_sequences(self.to_latent(torch.stack([self.U[i] for i in top])))
-            # a point placed by encoding edits its own sequence, not its decode
-            seqs = [self.sequence_of.get(self.E[i], q) for i, q in zip(top, seqs)]
-            edits = tuple(sorted({n for q in seqs for n in self.edits_of(q)}))
-            if edits:
-                if edits not in self._edit_codes:  # the same best points edit alike
-                    self._edit_codes.clear()
-                    self._edit_codes[edits] = torch.stack([self._code_of[q] for q in edits])
-                parts.append(self._edit_codes[edits])
+            local, edits = self.around_best(self.top_points(), w)
+            parts += local
         else:
             edits = ()
         drawn = torch.cat(parts).to(DTYPE)
@@ -465,6 +466,56 @@ class _LatentSearch:
             seen_edits.add(key)
             points.append(u[:keep])
             exprs += es[:keep]
+        return torch.cat(points), exprs
+
+    def top_points(self) -> list[int]:
+        """Indices of the ``pool_top`` best points so far, best first."""
+        tg = self.targets()[:, 0]
+        return torch.argsort(tg, descending=True)[: self.opt.pool_top].tolist()
+
+    def around_best(self, top: list[int], w: int = 1) -> tuple[list[torch.Tensor], tuple]:
+        """The pool's draws around the best points ``top``: ``pool_local / w`` Gaussian
+        perturbations (split over the points and ``perturb_scales``), then the codes of
+        the grammar edits of their sequences (last, if any); and the edits."""
+        parts = []
+        per = max(1, self.opt.pool_local // (len(top) * len(self.opt.perturb_scales) * w))
+        for i in top:
+            for scale in self.opt.perturb_scales:
+                noise = torch.from_numpy(self.rng.normal(0.0, scale, (per, self.d)))
+                parts.append((self.U[i] + noise).clamp(0.0, 1.0))
+        seqs = self.vae.decode_sequences(self.to_latent(torch.stack([self.U[i] for i in top])))
+        # a point placed by encoding edits its own sequence, not its decode
+        seqs = [self.sequence_of.get(self.E[i], q) for i, q in zip(top, seqs)]
+        edits = tuple(sorted({n for q in seqs for n in self.edits_of(q)}))
+        if edits:
+            if edits not in self._edit_codes:  # the same best points edit alike
+                self._edit_codes.clear()
+                self._edit_codes[edits] = torch.stack([self._code_of[q] for q in edits])
+            parts.append(self._edit_codes[edits])
+        return parts, edits
+
+    def reused_pool(self, starts: torch.Tensor) -> tuple[torch.Tensor, list[Expression]]:
+        """The pool of ``pool_reuse``: the optimiser's ``starts`` (decoded every step),
+        one Sobol design of ``pool_sobol`` points for the whole search, and the draw
+        around the best points (:meth:`around_best`), made again only when the
+        ``pool_top`` best expressions change. Same order as :meth:`candidate_pool`."""
+        if self._sobol_draw is None:
+            sobol = torch.quasirandom.SobolEngine(
+                self.d, scramble=True, seed=int(self.rng.integers(2**31))
+            )
+            u = sobol.draw(self.opt.pool_sobol, dtype=DTYPE)
+            self._sobol_draw = (u, self.decode(u))
+        starts = starts.reshape(-1, self.d).to(DTYPE)
+        points, exprs = [starts, self._sobol_draw[0]], self.decode(starts) if len(starts) else []
+        exprs += self._sobol_draw[1]
+        if self.U:
+            top = self.top_points()
+            key = tuple(self.E[i] for i in top)
+            if self._local_draw is None or self._local_draw[0] != key:
+                u = torch.cat(self.around_best(top)[0]).to(DTYPE)
+                self._local_draw = (key, u, self.decode(u))
+            points.append(self._local_draw[1])
+            exprs += self._local_draw[2]
         return torch.cat(points), exprs
 
     def edits_of(self, seq: tuple[str, ...]) -> list[tuple[str, ...]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -43,6 +44,28 @@ def test_differences_favour_the_first_method_when_negative() -> None:
     assert differences([1.0], [2.0], "rmse")[0] == pytest.approx(math.log(0.5))
     assert differences([0.94], [0.80], "coverage")[0] == pytest.approx(0.01 - 0.15)
     assert differences([0.3], [0.5], "mase")[0] == pytest.approx(-0.2)
+    # a higher BIC is better, a shorter search too
+    assert differences([-70.0], [-72.5], "bic")[0] == pytest.approx(-2.5)
+    assert differences([10.0], [20.0], "search_seconds")[0] == pytest.approx(math.log(0.5))
+
+
+def test_search_comparison_counts_bic_ties_and_the_time_ratio() -> None:
+    """prolas's best BIC against CKS's per half: within BIC_TIE counts as at least."""
+    rows = []
+    # (series, half, prolas bic, cks bic, prolas s, cks s)
+    for name, half, bp, bc, sp, sc in [
+        ("a", "tuning", -70.0, -72.0, 20.0, 10.0),  # higher
+        ("b", "tuning", -50.05, -50.0, 30.0, 10.0),  # a tie within 0.1
+        ("c", "report", -80.0, -79.0, 10.0, 20.0),  # lower
+        ("d", "report", 5.0, 4.0, 8.0, 8.0),  # higher
+    ]:
+        rows.append(dict(series=name, half=half, method="prolas", bic=bp, search_seconds=sp))
+        rows.append(dict(series=name, half=half, method="cks", bic=bc, search_seconds=sc))
+    lines = fb.search_comparison(pd.DataFrame(rows))
+    table = {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ")}
+    assert table["tuning"] == "| tuning | 2 | 2 (100%) | 1 | 0 | 25.0 / 10.0 | 2.50 |"
+    assert table["report"] == "| report | 2 | 1 (50%) | 1 | 1 | 9.0 / 14.0 | 0.75 |"
+    assert table["all"].startswith("| all | 4 | 3 (75%) | 2 | 1 |")
 
 
 def test_compare_pairs_only_series_both_scored() -> None:
@@ -153,23 +176,33 @@ def test_without_statsforecast_the_peers_are_skipped_in_one_line(tmp_path, monke
 
 
 @pytest.mark.slow
-def test_bench_forecast_cli_prolas_and_a_peer(tmp_path, capsys) -> None:
-    """The command end to end on two M3 series with a tiny budget."""
+def test_bench_forecast_cli_prolas_cks_and_a_peer(tmp_path, capsys) -> None:
+    """The command end to end on two M3 series with a tiny budget: both searches and a
+    peer, and the searches compared by best BIC and wall time."""
     pytest.importorskip("statsforecast")
     from prolas.cli import main
 
     out = tmp_path / "bench"
     argv = ["bench", "--forecast", "m3-monthly", "--series", "N1410,N1413", "--methods"]
-    argv += ["prolas,snaive", "--budget", "3", "--restarts", "1", "--workers", "1"]
+    argv += ["prolas,cks,snaive", "--budget", "3", "--restarts", "1", "--workers", "1"]
     argv += ["--data-dir", str(DATA), "--out", str(out), "--quiet"]
     assert main(argv) == 0
     table = pd.read_csv(out / "forecast_scores.csv")
-    assert set(table["method"]) == {"prolas", "snaive"} and (table["status"] == "ok").all()
-    prolas = table[table["method"] == "prolas"]
-    assert (prolas["seconds"] > 0).all() and prolas["crps_scaled"].notna().all()
-    assert (out / "prolas" / "N1410" / "test_forecast.csv").exists()
+    assert set(table["method"]) == {"prolas", "cks", "snaive"}
+    assert (table["status"] == "ok").all()
+    for method in ("prolas", "cks"):
+        mine = table[table["method"] == method]
+        assert (mine["seconds"] > 0).all() and mine["crps_scaled"].notna().all()
+        assert (mine["search_seconds"] > 0).all() and mine["bic"].notna().all()
+        assert (out / method / "N1410" / "test_forecast.csv").exists()
+        # the BIC in the table is the one the search's result.json reports
+        doc = json.loads((out / method / "N1413" / "result.json").read_text())
+        assert mine.set_index("series").loc["N1413", "bic"] == pytest.approx(doc["best"]["bic"])
+        assert doc["search"]["method"] == method
+    assert table[table["method"] == "snaive"]["bic"].isna().all()
     md = (out / "forecast.md").read_text()
-    assert "| snaive | crps_scaled | 2 |" in md
+    assert "| snaive | crps_scaled | 2 |" in md and "| cks | bic | 2 |" in md
+    assert "## The two searches" in md and "| all | 2 |" in md
     # a second run without --resume refuses to mix into it
     assert main(argv) != 0
     assert "--resume" in capsys.readouterr().err
