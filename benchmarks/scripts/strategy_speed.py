@@ -25,6 +25,7 @@ milliseconds, the initial design's milliseconds, the strategy and evaluation CPU
         --scorer table:benchmarks/results/search_airline_defaults/fits/airline.jsonl \\
         --seeds 0-4 --budget 50 --out /tmp/new.jsonl
     python benchmarks/scripts/strategy_speed.py compare /tmp/old.jsonl /tmp/new.jsonl
+    python benchmarks/scripts/strategy_speed.py paired F.jsonl --base LABEL --variant LABEL
 """
 
 from __future__ import annotations
@@ -315,6 +316,43 @@ def quality(files: list[str], optimum: float | None) -> None:
         )
 
 
+def paired(files: list[str], base: str, variant: str) -> None:
+    """Per scorer, ``variant`` against ``base`` (labels) seed by seed: the mean
+    difference of best score (variant - base) with its standard error, how many seeds
+    are higher / the same / lower, and each label's step times (median, p90, mean ms)."""
+    rows = [json.loads(line) for f in files for line in Path(f).read_text().splitlines()]
+    best: dict[tuple[str, str], dict[int, float]] = {}
+    steps: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        key = (r["scorer"], r["label"])
+        scores = [b for _, b in r["history"] if b is not None]
+        best.setdefault(key, {})[r["seed"]] = max(scores, default=math.nan)
+        steps.setdefault(key, []).extend(r["step_ms"])
+
+    def times(key: tuple[str, str]) -> str:
+        x = np.asarray(steps[key])
+        return f"{np.median(x):.0f} / {np.quantile(x, 0.9):.0f} / {x.mean():.0f}"
+
+    print(
+        f"| scorer | seeds | mean best {base} | {variant} | difference ± se "
+        f"| higher / same / lower | step ms {base} (median / p90 / mean) | {variant} |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for scorer in dict.fromkeys(r["scorer"] for r in rows):
+        a, b = best.get((scorer, base), {}), best.get((scorer, variant), {})
+        seeds = sorted(set(a) & set(b))
+        if not seeds:
+            continue
+        d = np.array([b[s] - a[s] for s in seeds])
+        se = d.std(ddof=1) / math.sqrt(len(d)) if len(d) > 1 else math.nan
+        print(
+            f"| {Path(scorer).name} | {len(seeds)} | {np.mean([a[s] for s in seeds]):.2f} "
+            f"| {np.mean([b[s] for s in seeds]):.2f} | {d.mean():+.2f} ± {se:.2f} "
+            f"| {(d > 1e-9).sum()} / {(abs(d) <= 1e-9).sum()} / {(d < -1e-9).sum()} "
+            f"| {times((scorer, base))} | {times((scorer, variant))} |"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -337,7 +375,14 @@ def main(argv: list[str] | None = None) -> None:
     c = sub.add_parser("compare")
     c.add_argument("old")
     c.add_argument("new")
+    d = sub.add_parser("paired", help="a variant against a base, seed by seed")
+    d.add_argument("files", nargs="+")
+    d.add_argument("--base", required=True, help="label of the base runs")
+    d.add_argument("--variant", required=True, help="label of the variant's runs")
     args = p.parse_args(argv)
+    if args.cmd == "paired":
+        paired(args.files, args.base, args.variant)
+        return
     if args.cmd == "compare":
         compare(args.old, args.new)
         return

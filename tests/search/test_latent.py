@@ -332,7 +332,9 @@ def test_recorded_options_replay_the_search_that_wrote_them() -> None:
     assert LatentBOConfig.from_record(json.loads(json.dumps(recorded))) == LatentBOConfig()
     # a record from before the base kernels opened the initial design searched without
     # them; one from before the rolling pool drew the whole pool every step
-    old = {k: v for k, v in recorded.items() if k not in ("base_kernels", "pool_window")}
+    old = {
+        k: v for k, v in recorded.items() if k not in ("base_kernels", "pool_window", "pool_reuse")
+    }
     old |= {"warm_start": 10}
     assert LatentBOConfig.from_record(old) == LatentBOConfig(
         base_kernels=False, warm_start=10, pool_window=1
@@ -373,6 +375,46 @@ def test_rolling_pool_holds_the_last_window_of_draws(trained) -> None:
     whole.add(torch.full((trained.latent_dim,), 0.5), e)
     pool, _ = whole.candidate_pool(empty)
     assert len(pool) == 64 + 4 * 12 + len(edits)
+
+
+def test_reused_pool_draws_again_only_what_changed(trained) -> None:
+    """With ``pool_reuse`` the Sobol design is drawn once per search and the draw around
+    the best points again only when those points' expressions change; the pool has the
+    whole pool's parts and sizes, each point with its decode."""
+    import torch
+
+    from prolas.search.latent import _LatentSearch
+
+    ev = Evaluator(Similarity("LIN + PER"), 10)
+    opts = LatentBOConfig(pool_sobol=64, pool_local=48, pool_top=2, pool_reuse=True)
+    state = _LatentSearch(ev, trained, opts, 0, 1, lambda s: None)
+    whole = _LatentSearch(ev, trained, replace(opts, pool_reuse=False), 0, 1, lambda s: None)
+    empty = torch.empty(0, trained.latent_dim)
+    first, exprs = state.candidate_pool(empty)  # no data yet: the Sobol design alone
+    assert len(first) == 64 and [str(x) for x in exprs] == [str(x) for x in state.decode(first)]
+
+    def place(expr: str, at: float) -> None:
+        e = parse(expr)
+        ev.evaluate_many([e])
+        for search in (state, whole):
+            search.add(torch.full((trained.latent_dim,), at), e)
+
+    place("LIN*PER", 0.5)
+    pool, exprs = state.candidate_pool(empty)
+    # the same Sobol points, then 48 / (1 point x 4 scales) perturbations and the edits
+    assert torch.equal(pool[:64], first) and len(pool) == len(whole.candidate_pool(empty)[0])
+    assert [str(x) for x in exprs] == [str(x) for x in state.decode(pool)]
+    again, _ = state.candidate_pool(empty)
+    assert torch.equal(again, pool)  # the best point is the same: nothing is drawn again
+    place("PER*SE", 0.2)  # worse than LIN*PER, but the second of pool_top = 2: a new draw
+    moved, exprs = state.candidate_pool(empty)
+    assert torch.equal(moved[:64], first) and not torch.equal(moved[64:96], pool[64:96])
+    (edit_codes,) = state._edit_codes.values()  # the edits of the two best points
+    assert len(moved) == 64 + 2 * 4 * 6 + len(edit_codes)
+    assert torch.equal(moved[64 + 48 :], edit_codes)
+    assert [str(x) for x in exprs] == [str(x) for x in state.decode(moved)]
+    place("SE", 0.9)  # third (score 0): the two best are unchanged, so is the pool
+    assert torch.equal(state.candidate_pool(empty)[0], moved)
 
 
 def test_step_times_count_the_strategy_not_the_evaluations(trained, monkeypatch) -> None:
