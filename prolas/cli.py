@@ -2,14 +2,20 @@
 
 Every user error is a :class:`prolas.errors.ProlasError`: it is printed on one line
 (``prolas: error: ...``) and the exit code is non-zero; Ctrl-C writes the partial
-result and exits 130.
+result and exits 130. SIGTERM (``kill``, ``timeout``, a job scheduler) stops a run the
+same way (:func:`_sigterm_as_interrupt`): the worker processes are stopped too, where the
+signal's default would end this process alone and leave its workers behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 from prolas.cli_args import non_negative_int as _non_negative_int
@@ -733,11 +739,32 @@ def _write_outputs(args, out: Path, ks, test_ds) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises KeyboardInterrupt in the main thread, so that a
+    run stops as on Ctrl-C: worker processes are terminated, the partial result or
+    summary is written and the output lock released. By default SIGTERM ends the process
+    at once, and the pool's workers (children of the fork server, not of this process)
+    were left running, still writing into OUT. The previous handler is restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (an API caller's thread)
+        return
+
+    def interrupt(signum: int, frame) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _sigterm_as_interrupt():
             if getattr(args, "quiet", False):
                 warnings.simplefilter("ignore")
             return args.func(args)

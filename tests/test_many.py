@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -166,3 +167,55 @@ def test_run_many_records_a_failed_search_without_stopping(tmp_path, monkeypatch
     assert calls == ["A", "C"]  # B's bad data never reaches a search
     assert list(run.summary["status"]) == ["failed"] * 3
     assert run.summary.loc[0, "error"] == "RuntimeError: Cholesky exploded"
+
+
+def _session_processes(session: int) -> list[int]:
+    """Pids of the live (not zombie) processes whose session id is ``session`` (Linux
+    /proc)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while we looked
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":  # fields[3]: session id
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
+def test_sigterm_stops_fit_many_and_its_workers(tmp_path) -> None:
+    """SIGTERM stops a parallel fit-many as Ctrl-C does: exit 130, the summary written
+    with the unfinished series pending, and no worker process left behind (SIGTERM's
+    default ended the parent alone; its workers went on writing into OUT)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    frame = pd.concat([long_frame().assign(id=lambda f, k=k: f["id"] + str(k)) for k in range(4)])
+    frame = frame[~frame["id"].str.startswith("B")]  # 8 good series
+    path, out = tmp_path / "long.csv", tmp_path / "out"
+    frame.to_csv(path, index=False)
+    argv = [sys.executable, "-m", "prolas", "fit-many", str(path), "--id", "id"]
+    argv += ["--split", "split", "--search", "random", "--budget", "200", "--workers", "2"]
+    argv += ["--out", str(out), "--quiet"]
+    child = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("*/journal.jsonl")):  # a worker has begun a search
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130 and "--resume" in err, err
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary) == 8 and (summary["status"] == "pending").any()
+    deadline = time.monotonic() + 20
+    while (left := _session_processes(child.pid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"processes left running after SIGTERM: {left}"

@@ -445,7 +445,9 @@ def forecast_markdown(
         "",
         f"prolas: `prolas fit` defaults with budget {config.budget}, {config.restarts} restarts "
         f"and seed {config.fit_seed}, its `{DEFAULT_FORECAST}` forecast evaluated at the test "
-        "inputs. Peers: statsforecast "
+        "inputs. "
+        + ("cks: the same with `--search cks`. " if "cks" in methods else "")
+        + "Peers: statsforecast "
         + ", ".join(f"{PEERS[m]} (`{m}`)" for m in methods if m in PEERS)
         + ", fitted on the training values as a sequence. Scores: "
         "`prolas/report/scoring.py`; MASE, interval score and CRPS divided by the seasonal "
