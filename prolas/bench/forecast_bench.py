@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from prolas.bench.cells import load_series, prepare_out
@@ -76,6 +77,7 @@ __all__ = [
     "m3_half",
     "run_forecast_bench",
     "search_comparison",
+    "search_counts",
     "SEARCH_METHODS",
     "suite_series",
 ]
@@ -387,6 +389,21 @@ def _num(v: float, digits: int = 3) -> str:
     return f"{v:.{digits}g}" if abs(v) >= 1000 else f"{v:.{digits}f}"
 
 
+def search_counts(difference: Sequence[float], time_ratio: Sequence[float]) -> dict:
+    """How two searches compare over series: ``difference`` is prolas's best BIC minus
+    CKS's per series, ``time_ratio`` prolas's search seconds over CKS's. Returns ``n``;
+    ``at_least`` (difference ≥ −:data:`BIC_TIE`), ``higher`` (> BIC_TIE) and ``lower``
+    (< −BIC_TIE) series counts; and the ``median_ratio``."""
+    d = np.asarray(difference, dtype=np.float64)
+    return {
+        "n": int(d.size),
+        "at_least": int((d >= -BIC_TIE).sum()),
+        "higher": int((d > BIC_TIE).sum()),
+        "lower": int((d < -BIC_TIE).sum()),
+        "median_ratio": float(np.median(np.asarray(time_ratio, dtype=np.float64))),
+    }
+
+
 def search_comparison(ok: pd.DataFrame) -> list[str]:
     """The markdown lines comparing the two searches on the series both finished (rows
     of ``ok``, methods ``prolas`` and ``cks``), by half and overall: the share of series
@@ -412,20 +429,15 @@ def search_comparison(ok: pd.DataFrame) -> list[str]:
     halves = [h for h in HALVES[1:] if h in set(wide.index.get_level_values("half"))]
     for half in [*halves, "all"] if len(halves) > 1 else halves or ["all"]:
         part = wide if half == "all" else wide.xs(half, level="half", drop_level=False)
-        d = part[("bic", "prolas")] - part[("bic", "cks")]
-        sec_p, sec_c = part[("search_seconds", "prolas")], part[("search_seconds", "cks")]
-        n = len(part)
-        if not n:
+        if part.empty:
             continue
-        at_least, higher, lower = (
-            int((d >= -BIC_TIE).sum()),
-            int((d > BIC_TIE).sum()),
-            int((d < -BIC_TIE).sum()),
-        )
+        sec_p, sec_c = part[("search_seconds", "prolas")], part[("search_seconds", "cks")]
+        c = search_counts(part[("bic", "prolas")] - part[("bic", "cks")], sec_p / sec_c)
         lines.append(
-            f"| {half} | {n} | {at_least} ({at_least / n:.0%}) | {higher} | {lower} | "
+            f"| {half} | {c['n']} | {c['at_least']} ({c['at_least'] / c['n']:.0%}) | "
+            f"{c['higher']} | {c['lower']} | "
             f"{_num(sec_p.median(), 1)} / {_num(sec_c.median(), 1)} | "
-            f"{_num((sec_p / sec_c).median(), 2)} |"
+            f"{_num(c['median_ratio'], 2)} |"
         )
     return lines
 
