@@ -76,3 +76,8 @@ INITIAL_DESIGN = 10
 #: Portfolio expressions after the base kernels (decided over fit seeds 1 and 2 of the
 #: tuning series: ``benchmarks/results/initial_design/``).
 WARM_START = 5
+#: Series with fewer points than this take PROLAS's warm start from the short-series
+#: library (``portfolio_bic_short.json``: the M3 monthly tuning half, 48–126 points),
+#: longer ones from the nine benchmark series' library (144–200 points); airline's 144
+#: points are the shortest of the nine (``benchmarks/results/portfolio_short/``).
+SHORT_SERIES_POINTS = 144

@@ -113,6 +113,10 @@ class LatentBOConfig:
         base_kernels: the initial design starts with the grammar's base kernels.
         warm_start: then up to ``warm_start`` points of the initial design are the
             portfolio (module docstring); the rest are Sobol points.
+        short_library: a series of fewer than ``SHORT_SERIES_POINTS`` points ranks its
+            portfolio on the short-series library
+            (:func:`prolas.search.portfolio.library_for`); off: every series ranks on the
+            nine benchmark series' library, as before it existed.
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -158,6 +162,7 @@ class LatentBOConfig:
     surrogate: str = "ot"
     base_kernels: bool = True
     warm_start: int = WARM_START
+    short_library: bool = True
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -178,8 +183,15 @@ class LatentBOConfig:
         Records from before the base kernels opened the initial design lack
         ``base_kernels``: those searches ran without them; records from before the
         rolling pool lack ``pool_window`` (and ``pool_reuse``): those drew the whole pool
-        every step."""
-        values = {"base_kernels": False, "pool_window": 1, "pool_reuse": False, **options}
+        every step; records from before the short-series library lack ``short_library``:
+        those ranked every series on the nine series' library."""
+        values = {
+            "base_kernels": False,
+            "pool_window": 1,
+            "pool_reuse": False,
+            "short_library": False,
+            **options,
+        }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
     def __post_init__(self) -> None:
@@ -207,9 +219,11 @@ class _LatentSearch:
         batch: int,
         log: Callable[[str], None],
         dataset_name: str | None = None,
+        n_points: int | None = None,
     ) -> None:
         self.ev = evaluator
         self.dataset_name = dataset_name
+        self.n_points = n_points  # the searched data's length (picks the warm start's library)
         self.vae = trained
         self.opt = options
         self.seed = seed
@@ -377,7 +391,10 @@ class _LatentSearch:
     def warm_start_points(self, k: int) -> Points:
         """Up to ``k`` new portfolio expressions valid in the VAE's grammar
         (:func:`prolas.search.portfolio.warm_start`)."""
-        picked = warm_start(self.vae.grammar, k, self.ev.seen, self.dataset_name, log=self.log)
+        n_points = self.n_points if self.opt.short_library else None
+        picked = warm_start(
+            self.vae.grammar, k, self.ev.seen, self.dataset_name, log=self.log, n_points=n_points
+        )
         return self.encoded(picked)
 
     def encoded(self, picked: list[tuple[tuple[str, ...], Expression]]) -> Points:
@@ -807,6 +824,7 @@ def search_prolas(
             config.batch,
             log,
             dataset_name=dataset.name if dataset is not None else None,
+            n_points=dataset.n if dataset is not None else None,
         )
         try:
             state.run()

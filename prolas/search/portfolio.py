@@ -14,6 +14,13 @@ the best member's percentile, ``F(P) = mean_d max_{e in P} s(e, d)``, and built 
 ``P_{k+1} = P_k + argmax_e F(P_k + e)``. The first pick is the best all-rounder; later
 picks cover series the earlier ones served badly.
 
+Two libraries, by the series' length. A portfolio learned on series of 144–200 points
+holds expressions of ten and more parameters, which a short series rarely supports. A
+series of fewer than :data:`~prolas.limits.SHORT_SERIES_POINTS` points therefore ranks
+on ``portfolio_bic_short.json`` instead, the BICs of about 130 expressions on the M3
+monthly tuning half (48–126 points; built by ``benchmarks/scripts/portfolio_short.py``);
+the report half of M3 is not in it (:func:`library_for`).
+
 Leave-one-series-out. A series never warm-starts itself: the library's column for a
 dataset of the same name (``airline``, ``airline_train``, ...) is dropped before ranking,
 and candidates are the expressions scored on every remaining series, so the benchmark
@@ -34,11 +41,30 @@ from prolas.errors import GrammarError, ProlasError
 from prolas.expr import Expression
 from prolas.grammar import Grammar, sequence_expression
 from prolas.grammar import Sequence as GSeq
+from prolas.limits import SHORT_SERIES_POINTS
 
-__all__ = ["PORTFOLIO_PATH", "BenchmarkScores", "excluded_series", "warm_start"]
+__all__ = [
+    "PORTFOLIO_PATH",
+    "SHORT_PORTFOLIO_PATH",
+    "BenchmarkScores",
+    "excluded_series",
+    "library_for",
+    "warm_start",
+]
 
-#: The shipped library of benchmark BIC scores.
+#: The shipped library of benchmark BIC scores (the nine benchmark series).
 PORTFOLIO_PATH = Path(__file__).with_name("portfolio_bic.json")
+#: The shipped library for short series (the M3 monthly tuning half).
+SHORT_PORTFOLIO_PATH = Path(__file__).with_name("portfolio_bic_short.json")
+
+
+def library_for(n_points: int | None) -> Path:
+    """The library a series of ``n_points`` points ranks its warm start on: the short
+    series' below :data:`~prolas.limits.SHORT_SERIES_POINTS`, else (and when the length is
+    unknown) the nine benchmark series'."""
+    if n_points is not None and n_points < SHORT_SERIES_POINTS:
+        return SHORT_PORTFOLIO_PATH
+    return PORTFOLIO_PATH
 
 
 def excluded_series(dataset_name: str | None, series: tuple[str, ...]) -> tuple[str, ...]:
@@ -153,13 +179,16 @@ def warm_start(
     dataset_name: str | None = None,
     path: str | Path | None = None,
     log: Callable[[str], None] | None = None,
+    n_points: int | None = None,
 ) -> list[tuple[GSeq, Expression]]:
     """The warm start of a search: up to ``k`` portfolio expressions (best first) of the
-    library at ``path`` (default: the shipped one), ranked without the series that are
-    ``dataset_name`` (:func:`excluded_series`), each with the token sequence that
-    produces it. Only expressions in ``grammar``'s search space (a valid sequence of
-    non-zero probability) that are not ``seen`` are kept.
+    library at ``path`` (default: the shipped library for a series of ``n_points``
+    points, :func:`library_for`), ranked without the series that are ``dataset_name``
+    (:func:`excluded_series`), each with the token sequence that produces it. Only
+    expressions in ``grammar``'s search space (a valid sequence of non-zero probability)
+    that are not ``seen`` are kept.
     """
+    path = library_for(n_points) if path is None else path
     library = BenchmarkScores.load(path)
     left_out = excluded_series(dataset_name, library.series)
     picked: list[tuple[GSeq, Expression]] = []
@@ -177,7 +206,7 @@ def warm_start(
     if picked and log is not None:
         log(
             f"warm start: {len(picked)} portfolio expressions ranked on "
-            f"{len(library.series) - len(left_out)} library series"
+            f"{len(library.series) - len(left_out)} series of {Path(path).name}"
             + (f" (left out: {', '.join(left_out)})" if left_out else "")
         )
     return picked

@@ -240,7 +240,7 @@ def test_fit_cli_defaults_to_prolas_with_the_shipped_checkpoint(
     assert "loaded checkpoint change" in err
     # the budget is spent on the initial design: the change grammar's five base kernels,
     # then the portfolio, ranked without airline's own scores
-    assert "warm start: 3 portfolio expressions ranked on 8 library series" in err
+    assert "warm start: 3 portfolio expressions ranked on 8 series of portfolio_bic.json" in err
     assert "(left out: airline)" in err
     assert f"PROLAS ({surrogate or 'ot'} surrogate): 8 evaluations" in err
     doc = json.loads((out / "result.json").read_text())

@@ -13,11 +13,20 @@ from prolas.data import Dataset
 from prolas.errors import ProlasError
 from prolas.expr import parse
 from prolas.grammar import Grammar, sequence_expression
+from prolas.limits import SHORT_SERIES_POINTS
 from prolas.records import Score
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator
 from prolas.search.latent import LatentBOConfig, search_prolas
-from prolas.search.portfolio import BenchmarkScores, _rank_percentiles, excluded_series
+from prolas.search.portfolio import (
+    PORTFOLIO_PATH,
+    SHORT_PORTFOLIO_PATH,
+    BenchmarkScores,
+    _rank_percentiles,
+    excluded_series,
+    library_for,
+    warm_start,
+)
 
 
 def _library(bic: list[list[float]], series=("a", "b", "c")) -> BenchmarkScores:
@@ -133,29 +142,102 @@ def trained():
     return load_checkpoint("default")
 
 
-def _named(name: str) -> Dataset:
-    x = np.linspace(0.0, 1.0, 20)
+def _named(name: str, n: int = 20) -> Dataset:
+    x = np.linspace(0.0, 1.0, n)
     return Dataset.from_arrays(x, np.sin(6 * x), name=name)
 
 
-@pytest.mark.parametrize("name", ["airline", "my-series"])
+def _ranked_in(grammar: Grammar, lib: BenchmarkScores, left_out: tuple[str, ...]) -> list[str]:
+    """The library's ranking without ``left_out``, kept to ``grammar``'s search space."""
+    out = []
+    for i in lib.select(len(lib.expressions), left_out):
+        try:
+            grammar.validate_sequence(lib.sequences[i])
+        except Exception:
+            continue
+        if math.isfinite(grammar.log_prob(lib.sequences[i])):
+            out.append(lib.expressions[i])
+    return out
+
+
+def test_a_short_series_ranks_on_the_short_library() -> None:
+    assert library_for(SHORT_SERIES_POINTS - 1) == library_for(48) == SHORT_PORTFOLIO_PATH
+    assert library_for(SHORT_SERIES_POINTS) == library_for(400) == PORTFOLIO_PATH
+    assert library_for(None) == PORTFOLIO_PATH  # no data set: the nine series' library
+    # the split is the shipped library's shortest series (airline's 144 points): each of
+    # the nine benchmark series still ranks on the library it is a column of
+    assert min(json.loads(PORTFOLIO_PATH.read_text())["n_points"]) == SHORT_SERIES_POINTS
+
+
+def test_short_library_holds_only_the_m3_tuning_half() -> None:
+    """The report half must never inform a search (it scores the choice), and every
+    library series must be shorter than the split, or it would rank for the other class."""
+    from pathlib import Path
+
+    from prolas.bench.forecast_bench import suite_series
+
+    data = Path(__file__).resolve().parents[2] / "data"
+    halves = {s.name: h for s, h in suite_series("m3-monthly", data)}
+    doc = json.loads(SHORT_PORTFOLIO_PATH.read_text())
+    lib = BenchmarkScores.load(SHORT_PORTFOLIO_PATH)
+    assert len(lib.series) == 75 and {halves[s] for s in lib.series} == {"tuning"}
+    assert max(doc["n_points"]) < SHORT_SERIES_POINTS
+    change = Grammar.from_file("change")
+    for expr, seq in zip(lib.expressions, lib.sequences):
+        change.validate_sequence(seq)
+        assert str(sequence_expression(seq)) == expr == str(parse(expr))
+    for s in lib.series:  # a tuning series leaves a full candidate set behind
+        assert len(lib.select(10, exclude=excluded_series(s, lib.series))) == 10
+
+
+def test_warm_start_of_a_short_series_leaves_it_out_of_the_short_library() -> None:
+    change = Grammar.from_file("change")
+    lib = BenchmarkScores.load(SHORT_PORTFOLIO_PATH)
+    name = lib.series[0]
+    messages: list[str] = []
+    picked = warm_start(change, 5, lambda e: False, name, log=messages.append, n_points=60)
+    assert [str(e) for _, e in picked] == _ranked_in(change, lib, (name,))[:5]
+    assert messages == [
+        f"warm start: 5 portfolio expressions ranked on 74 series of "
+        f"{SHORT_PORTFOLIO_PATH.name} (left out: {name})"
+    ]
+    # the short library's portfolio is not the long one's
+    long = warm_start(change, 5, lambda e: False, name, n_points=SHORT_SERIES_POINTS)
+    assert [str(e) for _, e in long] == _ranked_in(change, BenchmarkScores.load(), ())[:5]
+    assert [str(e) for _, e in long] != [str(e) for _, e in picked]
+
+
+@pytest.mark.parametrize(
+    ("name", "n", "short_library", "path"),
+    [
+        ("airline", 150, True, PORTFOLIO_PATH),
+        ("my-series", 150, True, PORTFOLIO_PATH),
+        ("my-series", 20, True, SHORT_PORTFOLIO_PATH),
+        ("my-series", 20, False, PORTFOLIO_PATH),
+    ],
+)
 def test_search_starts_with_the_base_kernels_then_the_left_out_portfolio(
-    trained, name: str
+    trained, name: str, n: int, short_library: bool, path
 ) -> None:
-    lib = BenchmarkScores.load()
-    expected = [lib.expressions[i] for i in lib.select(4, excluded_series(name, lib.series))]
+    lib = BenchmarkScores.load(path)
     base = list(trained.grammar.emitted_kernels)
     assert base == ["SE", "LIN", "PER", "RQ"]  # the default grammar: no C
+    # the portfolio skips what the search has fitted: the base kernels
+    ranked = _ranked_in(trained.grammar, lib, excluded_series(name, lib.series))
+    expected = [e for e in ranked if e not in base][:4]
     ev = Evaluator(lambda e: Score(str(e), "ok", -e.n_params, -e.n_params, e.n_params, 0.0), 10)
-    options = LatentBOConfig(warm_start=4, n_init=9, pool_sobol=128, pool_local=128)
-    res = search_prolas(ev, _named(name), SearchConfig(budget=10), trained=trained, options=options)
+    options = LatentBOConfig(
+        warm_start=4, n_init=9, pool_sobol=128, pool_local=128, short_library=short_library
+    )
+    data = _named(name, n)
+    res = search_prolas(ev, data, SearchConfig(budget=10), trained=trained, options=options)
     assert [e.expression for e in res.history[:4]] == base
     first = [e.expression for e in res.history[4:8]]
     assert first == expected
     assert res.evaluations == 10 and len({e.expression for e in res.history}) == 10
     # a budget below the number of base kernels is spent on the first of them
     ev = Evaluator(lambda e: Score(str(e), "ok", -e.n_params, -e.n_params, e.n_params, 0.0), 3)
-    res = search_prolas(ev, _named(name), SearchConfig(budget=3), trained=trained, options=options)
+    res = search_prolas(ev, data, SearchConfig(budget=3), trained=trained, options=options)
     assert [e.expression for e in res.history] == base[:3]
     if name == "airline":  # leaving airline out changes the shipped portfolio
         assert first != [lib.expressions[i] for i in lib.select(4)]
