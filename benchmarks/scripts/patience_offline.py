@@ -1,0 +1,123 @@
+"""What a patience stop would have done to finished PROLAS searches, from their journals.
+
+A patience stop ends a search after evaluation ``i`` when its last ``K`` evaluations have
+not raised the best BIC by more than ``BIC_TIE`` (0.1), ``best(i) <= best(i - K) +
+BIC_TIE``, checked once that window lies after the initial design (``i - K >=
+n_init``). A stop changes nothing before it, so on a finished search its effect is
+exact: the best BIC at the stop, and the wall time less the journal's time after the
+stop. ``best(i)`` counts every ``ok`` journal line up to the ``i``-th evaluation and the
+repairs that follow it (repairs, ``repaired_from``, cost no evaluation).
+
+Reads a ``prolas bench --forecast ... --methods prolas,cks`` folder (``forecast_scores.csv``
+for CKS's best BIC and both searches' seconds, ``prolas/<series>/journal.jsonl``) and
+prints, per K, the series at least CKS's − 0.1 and the median wall-time ratio.
+
+    python benchmarks/scripts/patience_offline.py RUN --half tuning --k 5,10,15,20,25,30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from prolas.bench.forecast_bench import BIC_TIE
+from prolas.limits import INITIAL_DESIGN
+
+
+def best_after_each_evaluation(journal: Path) -> tuple[list[float], list[float]]:
+    """``(best, elapsed)``: after the i-th evaluation (1-based position i - 1) and the
+    repairs following it, the best BIC so far and the journal's elapsed seconds."""
+    best, elapsed = [], []
+    current = -math.inf
+    for line in journal.read_text().splitlines()[1:]:
+        row = json.loads(line)
+        if "index" not in row:
+            continue
+        if row.get("status") == "ok" and row.get("bic") is not None:
+            current = max(current, row["bic"])
+        if row.get("repaired_from") is None:
+            best.append(current)
+            elapsed.append(row["elapsed"])
+        else:  # a repair belongs to the evaluation before it
+            best[-1], elapsed[-1] = current, row["elapsed"]
+    return best, elapsed
+
+
+def stop_at(best: list[float], k: int | None, n_init: int = INITIAL_DESIGN) -> int:
+    """The number of evaluations a patience-``k`` search makes (``None``: all)."""
+    if k is not None:
+        for i in range(n_init + k, len(best) + 1):
+            if best[i - 1] <= best[i - 1 - k] + BIC_TIE:
+                return i
+    return len(best)
+
+
+def per_series(run: Path, ks: list[int | None], half: str = "all") -> pd.DataFrame:
+    """One row per (series, K): evaluations, best BIC and wall seconds at the stop, and
+    CKS's best BIC and seconds."""
+    t = pd.read_csv(run / "forecast_scores.csv")
+    t = t[t.status == "ok"]
+    if half != "all":
+        t = t[t.half == half]
+    wide = t.pivot(index="series", columns="method", values=["bic", "search_seconds"])
+    rows = []
+    for name in wide.index:
+        best, elapsed = best_after_each_evaluation(run / "prolas" / name / "journal.jsonl")
+        total = wide.loc[name, ("search_seconds", "prolas")]
+        for k in ks:
+            i = stop_at(best, k)
+            rows.append(
+                {
+                    "series": name,
+                    "k": "none" if k is None else k,
+                    "evaluations": i,
+                    "prolas_bic": best[i - 1],
+                    "prolas_seconds": total - (elapsed[-1] - elapsed[i - 1]),
+                    "cks_bic": wide.loc[name, ("bic", "cks")],
+                    "cks_seconds": wide.loc[name, ("search_seconds", "cks")],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per K: series, at least CKS's − BIC_TIE, median evaluations and wall-time ratio."""
+    t = table.assign(
+        at_least=table.prolas_bic >= table.cks_bic - BIC_TIE,
+        ratio=table.prolas_seconds / table.cks_seconds,
+    )
+    g = t.groupby("k", sort=False)
+    return pd.DataFrame(
+        {
+            "series": g.size(),
+            "at_least_cks": g.at_least.sum(),
+            "median_evaluations": g.evaluations.median(),
+            "median_ratio": g.ratio.median(),
+            "median_prolas_seconds": g.prolas_seconds.median(),
+        }
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("--half", default="all", choices=["all", "tuning", "report"])
+    ap.add_argument("--k", default="5,10,15,20,25,30", help="comma-separated patiences")
+    args = ap.parse_args()
+    ks: list[int | None] = [None, *(int(v) for v in args.k.split(","))]
+    table = summary(per_series(args.run, ks, args.half))
+    print("| K | series | at least CKS's - 0.1 | median evaluations | median ratio | median s |")
+    print("|---|---|---|---|---|---|")
+    for k, r in table.iterrows():
+        print(
+            f"| {k} | {r.series:g} | {r.at_least_cks:g} ({r.at_least_cks / r.series:.0%}) | "
+            f"{r.median_evaluations:g} | {r.median_ratio:.2f} | {r.median_prolas_seconds:.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
