@@ -81,3 +81,8 @@ WARM_START = 5
 #: longer ones from the nine benchmark series' library (144–200 points); airline's 144
 #: points are the shortest of the nine (``benchmarks/results/portfolio_short/``).
 SHORT_SERIES_POINTS = 144
+#: Two searches' best BICs this close count as the same optimum: the fit of one
+#: expression ends within this of its optimum in either search (benchmarks/results/
+#: fit_reliability/), so a smaller difference says nothing about the search. It is also
+#: what a patience stop counts as progress (``LatentBOConfig.short_patience``).
+BIC_TIE = 0.1

@@ -56,7 +56,7 @@ from prolas.bench.paired import compare
 from prolas.bench.peers import PEERS, peer_forecast, peers_missing
 from prolas.errors import DataError, ProlasError
 from prolas.fitjob import ForecastSettings
-from prolas.limits import DEFAULT_FORECAST, DEFAULT_FORECAST_BAND
+from prolas.limits import BIC_TIE, DEFAULT_FORECAST, DEFAULT_FORECAST_BAND
 from prolas.many import LongSeries, ManySettings, read_long, run_many
 from prolas.records import json_clean, one_line, write_json
 from prolas.report.scoring import SCORE_COLUMNS, score_forecast, seasonal_naive_scale
@@ -95,10 +95,6 @@ FORECAST_METHODS_BENCH = (*SEARCH_METHODS, *PEERS)
 #: it doubles the run's cost).
 DEFAULT_FORECAST_METHODS = ("prolas", *PEERS)
 
-#: Two searches' best BICs this close count as the same optimum: the fit of one
-#: expression ends within this of its optimum in either search (benchmarks/results/
-#: fit_reliability/), so a smaller difference says nothing about the search.
-BIC_TIE = 0.1
 
 #: Seasonal period of each tsdl series (module docstring says why).
 TSDL_SEASON_LENGTH = {

@@ -70,6 +70,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import time
 import warnings
 from collections import deque
@@ -83,7 +84,13 @@ import torch
 from prolas.errors import NumericsWarning, ProlasError
 from prolas.expr import Expression, parse
 from prolas.grammar import STOP, sequence_expression
-from prolas.limits import INITIAL_DESIGN, LATENT_SURROGATES, WARM_START
+from prolas.limits import (
+    BIC_TIE,
+    INITIAL_DESIGN,
+    LATENT_SURROGATES,
+    SHORT_SERIES_POINTS,
+    WARM_START,
+)
 from prolas.records import SearchResult
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluator
@@ -117,6 +124,12 @@ class LatentBOConfig:
             portfolio on the short-series library
             (:func:`prolas.search.portfolio.library_for`); off: every series ranks on the
             nine benchmark series' library, as before it existed.
+        short_patience: a search of a series of fewer than ``SHORT_SERIES_POINTS`` points
+            stops after evaluation ``i`` once its last ``short_patience`` evaluations have
+            not raised the best BIC by more than ``BIC_TIE`` (0.1), ``best(i) <=
+            best(i - K) + BIC_TIE``, checked once that window lies after the initial
+            design (``i - K >= n_init``); 0: no such stop (CKS stops when its greedy path
+            ends, this is PROLAS's counterpart; ``benchmarks/results/portfolio_short/``).
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -163,6 +176,7 @@ class LatentBOConfig:
     base_kernels: bool = True
     warm_start: int = WARM_START
     short_library: bool = True
+    short_patience: int = 0
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -190,6 +204,7 @@ class LatentBOConfig:
             "pool_window": 1,
             "pool_reuse": False,
             "short_library": False,
+            "short_patience": 0,
             **options,
         }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -203,8 +218,8 @@ class LatentBOConfig:
             raise ProlasError("n_init, num_restarts and raw_samples must be at least 1")
         if min(self.pool_sobol, self.pool_local, self.pool_top, self.pool_window) < 1:
             raise ProlasError("pool_sobol, pool_local, pool_top and pool_window must be at least 1")
-        if self.warm_start < 0:
-            raise ProlasError("warm_start must be at least 0")
+        if self.warm_start < 0 or self.short_patience < 0:
+            raise ProlasError("warm_start and short_patience must be at least 0")
 
 
 class _LatentSearch:
@@ -341,9 +356,17 @@ class _LatentSearch:
         stall = 0
         max_steps = self.opt.max_steps_factor * self.ev.budget
         steps = 0
+        short = self.n_points is not None and self.n_points < SHORT_SERIES_POINTS
+        patience = self.opt.short_patience if short else 0
+        best_after: list[float] = []  # best BIC after each evaluation (1-based i at i - 1)
         while not self.ev.exhausted:
             if steps >= max_steps:
                 self.stats["stopped"] = f"step cap ({max_steps} steps)"
+                break
+            if patience and self.patience_spent(best_after, patience):
+                self.stats["stopped"] = (
+                    f"patience: no gain above {BIC_TIE} in the last {patience} evaluations"
+                )
                 break
             steps += 1
             with self.own_time(self.stats["step_ms"].append):
@@ -355,6 +378,16 @@ class _LatentSearch:
                 if stall > self.opt.stall_limit + 1:
                     self.stats["stopped"] = "no new expressions found"
                     break
+
+    def patience_spent(self, best_after: list[float], k: int) -> bool:
+        """Extends ``best_after`` to the evaluations made so far (each new one gets the
+        best BIC now, repairs included) and says whether the last ``k`` evaluations,
+        all after the initial design, left it within ``BIC_TIE`` of where it was."""
+        best = self.ev.best
+        value = best.bic if best is not None else -math.inf
+        best_after.extend([value] * (self.ev.n_unique - len(best_after)))
+        i = len(best_after)
+        return i - k >= self.opt.n_init and best_after[i - 1] <= best_after[i - 1 - k] + BIC_TIE
 
     def initial_design(self) -> None:
         """The base kernels, the warm start, then Sobol points until ``n_init`` new
