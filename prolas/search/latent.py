@@ -218,8 +218,10 @@ class LatentBOConfig:
             raise ProlasError("n_init, num_restarts and raw_samples must be at least 1")
         if min(self.pool_sobol, self.pool_local, self.pool_top, self.pool_window) < 1:
             raise ProlasError("pool_sobol, pool_local, pool_top and pool_window must be at least 1")
-        if self.warm_start < 0 or self.short_patience < 0:
-            raise ProlasError("warm_start and short_patience must be at least 0")
+        if self.warm_start < 0:
+            raise ProlasError("warm_start must be at least 0")
+        if self.short_patience < 0:
+            raise ProlasError("short_patience must be at least 0 (0: no patience stop)")
 
 
 class _LatentSearch:
