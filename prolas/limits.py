@@ -76,10 +76,12 @@ INITIAL_DESIGN = 10
 #: Portfolio expressions after the base kernels (decided over fit seeds 1 and 2 of the
 #: tuning series: ``benchmarks/results/initial_design/``).
 WARM_START = 5
-#: Series with fewer points than this take PROLAS's warm start from the short-series
-#: library (``portfolio_bic_short.json``: the M3 monthly tuning half, 48–126 points),
-#: longer ones from the nine benchmark series' library (144–200 points); airline's 144
-#: points are the shortest of the nine (``benchmarks/results/portfolio_short/``).
+#: With ``LatentBOConfig.short_library`` (off by default), series with fewer points
+#: than this take PROLAS's warm start from the short-series library
+#: (``portfolio_bic_short.json``: the M3 monthly tuning half, 48–126 points), longer ones
+#: from the nine benchmark series' library (144–200 points); airline's 144 points are the
+#: shortest of the nine (``benchmarks/results/portfolio_short/``). Also the length below
+#: which ``LatentBOConfig.short_patience`` applies.
 SHORT_SERIES_POINTS = 144
 #: Two searches' best BICs this close count as the same optimum: the fit of one
 #: expression ends within this of its optimum in either search (benchmarks/results/

@@ -122,8 +122,9 @@ class LatentBOConfig:
             portfolio (module docstring); the rest are Sobol points.
         short_library: a series of fewer than ``SHORT_SERIES_POINTS`` points ranks its
             portfolio on the short-series library
-            (:func:`prolas.search.portfolio.library_for`); off: every series ranks on the
-            nine benchmark series' library, as before it existed.
+            (:func:`prolas.search.portfolio.library_for`); off (default): every series
+            ranks on the nine benchmark series' library
+            (``benchmarks/results/portfolio_short/`` measures both).
         short_patience: a search of a series of fewer than ``SHORT_SERIES_POINTS`` points
             stops after evaluation ``i`` once its last ``short_patience`` evaluations have
             not raised the best BIC by more than ``BIC_TIE`` (0.1), ``best(i) <=
@@ -175,7 +176,7 @@ class LatentBOConfig:
     surrogate: str = "ot"
     base_kernels: bool = True
     warm_start: int = WARM_START
-    short_library: bool = True
+    short_library: bool = False
     short_patience: int = 0
 
     @classmethod

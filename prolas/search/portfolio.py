@@ -15,9 +15,10 @@ the best member's percentile, ``F(P) = mean_d max_{e in P} s(e, d)``, and built 
 picks cover series the earlier ones served badly.
 
 Two libraries, by the series' length. A portfolio learned on series of 144–200 points
-holds expressions of ten and more parameters, which a short series rarely supports. A
-series of fewer than :data:`~prolas.limits.SHORT_SERIES_POINTS` points therefore ranks
-on ``portfolio_bic_short.json`` instead, the BICs of about 130 expressions on the M3
+holds expressions of ten and more parameters, which a short series rarely supports.
+Given a series of fewer than :data:`~prolas.limits.SHORT_SERIES_POINTS` points (PROLAS
+passes its length with ``LatentBOConfig.short_library``, off by default), the ranking
+uses ``portfolio_bic_short.json`` instead, the BICs of about 130 expressions on the M3
 monthly tuning half (48–126 points; built by ``benchmarks/scripts/portfolio_short.py``);
 the report half of M3 is not in it (:func:`library_for`).
 
