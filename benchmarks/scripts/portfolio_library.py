@@ -38,16 +38,31 @@ from prolas.search.portfolio import BenchmarkScores
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def one_operation_expressions() -> list[str]:
+    """The ``change`` grammar's expressions with at most one operation (canonical
+    strings, in the grammar's enumeration order)."""
+    change = Grammar.from_file(ROOT / "grammars" / "change.toml")
+    return list(dict.fromkeys(str(sequence_expression(q)) for q in change.enumerate_sequences(1)))
+
+
 def candidates() -> list[str]:
     """The current library's expressions, then the ``change`` grammar's expressions with
     at most one operation that it lacks (canonical strings, in a fixed order)."""
     out = list(BenchmarkScores.load().expressions)
-    change = Grammar.from_file(ROOT / "grammars" / "change.toml")
-    for seq in change.enumerate_sequences(1):
-        expr = str(sequence_expression(seq))
-        if expr not in out:
-            out.append(expr)
-    return out
+    return out + [e for e in one_operation_expressions() if e not in out]
+
+
+def fit_candidates(name: str, data, exprs: list[str], fits: Path, config: FitConfig) -> None:
+    """Fits every expression of ``exprs`` on ``data`` into the fit cache
+    ``fits/<name>.jsonl`` (cached fits are kept) and prints one line of counts."""
+    scorer = CachedScorer(GPScorer(data, config), fits / f"{name}.jsonl")
+    t0 = time.perf_counter()
+    failed = sum(scorer(parse(e)).status != "ok" for e in exprs)
+    print(
+        f"{name}: {len(exprs)} candidates on {data.n} points, {scorer.misses} new fits, "
+        f"{failed} failed, {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -64,14 +79,7 @@ def main() -> None:
     config = FitConfig(restarts=args.restarts, seed=0)
     for name in args.series.split(","):
         data = thin(load_series(ROOT / "data" / f"{name}.csv"), args.max_points)
-        scorer = CachedScorer(GPScorer(data, config), args.out / "fits" / f"{name}.jsonl")
-        t0 = time.perf_counter()
-        failed = sum(scorer(parse(e)).status != "ok" for e in exprs)
-        print(
-            f"{name}: {len(exprs)} candidates on {data.n} points, {scorer.misses} new fits, "
-            f"{failed} failed, {time.perf_counter() - t0:.0f} s",
-            flush=True,
-        )
+        fit_candidates(name, data, exprs, args.out / "fits", config)
 
 
 if __name__ == "__main__":

@@ -26,16 +26,20 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import time
+import sys
 from pathlib import Path
 
 import torch
 
 from prolas.bench.forecast_bench import suite_series
-from prolas.expr import parse
-from prolas.gp import FitConfig, GPScorer
-from prolas.grammar import Grammar, sequence_expression
-from prolas.search.cache import CachedScorer
+from prolas.gp import FitConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from portfolio_library import (  # noqa: E402  (the script beside this one)
+    fit_candidates,
+    one_operation_expressions,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,12 +62,6 @@ def top_expressions(run: Path, names: list[str], top: int = 5, at_least: int = 2
             best |= {h["expression"] for h in fitted[:top]}
         count.update(best)
     return sorted((e for e, c in count.items() if c >= at_least), key=lambda e: (-count[e], e))
-
-
-def one_operation_expressions() -> list[str]:
-    """The ``change`` grammar's expressions with at most one operation."""
-    change = Grammar.from_file(ROOT / "grammars" / "change.toml")
-    return list(dict.fromkeys(str(sequence_expression(q)) for q in change.enumerate_sequences(1)))
 
 
 def main() -> None:
@@ -92,14 +90,7 @@ def main() -> None:
     (args.out / "fits").mkdir(parents=True, exist_ok=True)
     config = FitConfig(restarts=args.restarts, seed=0)
     for s in series[i::n]:
-        scorer = CachedScorer(GPScorer(s.train, config), args.out / "fits" / f"{s.name}.jsonl")
-        t0 = time.perf_counter()
-        failed = sum(scorer(parse(e)).status != "ok" for e in exprs)
-        print(
-            f"{s.name}: {len(exprs)} candidates on {s.train.n} points, {scorer.misses} new "
-            f"fits, {failed} failed, {time.perf_counter() - t0:.0f} s",
-            flush=True,
-        )
+        fit_candidates(s.name, s.train, exprs, args.out / "fits", config)
 
 
 if __name__ == "__main__":

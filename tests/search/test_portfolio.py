@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from prolas.data import Dataset
-from prolas.errors import ProlasError
+from prolas.errors import GrammarError, ProlasError
 from prolas.expr import parse
 from prolas.grammar import Grammar, sequence_expression
 from prolas.limits import SHORT_SERIES_POINTS
@@ -153,7 +153,7 @@ def _ranked_in(grammar: Grammar, lib: BenchmarkScores, left_out: tuple[str, ...]
     for i in lib.select(len(lib.expressions), left_out):
         try:
             grammar.validate_sequence(lib.sequences[i])
-        except Exception:
+        except GrammarError:
             continue
         if math.isfinite(grammar.log_prob(lib.sequences[i])):
             out.append(lib.expressions[i])
