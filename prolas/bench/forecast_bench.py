@@ -95,7 +95,6 @@ FORECAST_METHODS_BENCH = (*SEARCH_METHODS, *PEERS)
 #: it doubles the run's cost).
 DEFAULT_FORECAST_METHODS = ("prolas", *PEERS)
 
-
 #: Seasonal period of each tsdl series (module docstring says why).
 TSDL_SEASON_LENGTH = {
     "airline": 12,

@@ -198,8 +198,9 @@ class LatentBOConfig:
         Records from before the base kernels opened the initial design lack
         ``base_kernels``: those searches ran without them; records from before the
         rolling pool lack ``pool_window`` (and ``pool_reuse``): those drew the whole pool
-        every step; records from before the short-series library lack ``short_library``:
-        those ranked every series on the nine series' library."""
+        every step; records from before the short-series options lack ``short_library`` and
+        ``short_patience``: those ranked every series on the nine series' library and had
+        no patience stop."""
         values = {
             "base_kernels": False,
             "pool_window": 1,
