@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from prolas.bench.forecast_bench import BIC_TIE
+from prolas.bench.forecast_bench import BIC_TIE, search_counts
 from prolas.bench.paired import compare, sign_test
 
 METRICS = ["bic", "mase", "interval_score_scaled", "crps_scaled", "coverage", "search_seconds"]
@@ -46,11 +46,14 @@ def bic_counts(table: pd.DataFrame) -> tuple[int, int, int, float]:
     """``(higher, lower, within, p)``: series where the new best BIC is higher / lower
     than the old by more than ``BIC_TIE``, within it, and the sign test's p on the first
     two."""
-    wide = table.pivot(index="series", columns="method", values="bic")
-    d = (wide["new"] - wide["old"]).to_numpy()
-    higher, lower = int((d > BIC_TIE).sum()), int((d < -BIC_TIE).sum())
+    wide = table.pivot(index="series", columns="method", values=["bic", "search_seconds"])
+    c = search_counts(
+        wide["bic"]["new"] - wide["bic"]["old"],
+        wide["search_seconds"]["new"] / wide["search_seconds"]["old"],
+    )
+    higher, lower = c["higher"], c["lower"]
     _, _, _, p = sign_test(np.concatenate([-np.ones(higher), np.ones(lower)]))
-    return higher, lower, int(d.size - higher - lower), p
+    return higher, lower, c["n"] - higher - lower, p
 
 
 def report(table: pd.DataFrame) -> list[str]:

@@ -18,14 +18,18 @@ prints, per K, the series at least CKS's − 0.1 and the median wall-time ratio.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from prolas.bench.forecast_bench import BIC_TIE
+from prolas.bench.forecast_bench import search_counts
 from prolas.limits import INITIAL_DESIGN
+
+# the search's own rule (``prolas.search`` is also a function, hence import_module)
+patience_spent = importlib.import_module("prolas.search.latent").patience_spent
 
 
 def best_after_each_evaluation(journal: Path) -> tuple[list[float], list[float]]:
@@ -48,10 +52,11 @@ def best_after_each_evaluation(journal: Path) -> tuple[list[float], list[float]]
 
 
 def stop_at(best: list[float], k: int | None, n_init: int = INITIAL_DESIGN) -> int:
-    """The number of evaluations a patience-``k`` search makes (``None``: all)."""
+    """The number of evaluations a patience-``k`` search makes (``None``: all): the
+    first ``i`` at which the search's own rule (:func:`patience_spent`) stops it."""
     if k is not None:
-        for i in range(n_init + k, len(best) + 1):
-            if best[i - 1] <= best[i - 1 - k] + BIC_TIE:
+        for i in range(1, len(best) + 1):
+            if patience_spent(best[:i], k, n_init):
                 return i
     return len(best)
 
@@ -85,21 +90,21 @@ def per_series(run: Path, ks: list[int | None], half: str = "all") -> pd.DataFra
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per K: series, at least CKS's − BIC_TIE, median evaluations and wall-time ratio."""
-    t = table.assign(
-        at_least=table.prolas_bic >= table.cks_bic - BIC_TIE,
-        ratio=table.prolas_seconds / table.cks_seconds,
-    )
-    g = t.groupby("k", sort=False)
-    return pd.DataFrame(
-        {
-            "series": g.size(),
-            "at_least_cks": g.at_least.sum(),
-            "median_evaluations": g.evaluations.median(),
-            "median_ratio": g.ratio.median(),
-            "median_prolas_seconds": g.prolas_seconds.median(),
+    """Per K: series, at least CKS's − BIC_TIE (:func:`search_counts`), median
+    evaluations, wall-time ratio and seconds."""
+    rows = {}
+    for k, part in table.groupby("k", sort=False):
+        counts = search_counts(
+            part.prolas_bic - part.cks_bic, part.prolas_seconds / part.cks_seconds
+        )
+        rows[k] = {
+            "series": counts["n"],
+            "at_least_cks": counts["at_least"],
+            "median_evaluations": part.evaluations.median(),
+            "median_ratio": counts["median_ratio"],
+            "median_prolas_seconds": part.prolas_seconds.median(),
         }
-    )
+    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def main() -> None:

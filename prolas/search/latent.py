@@ -74,7 +74,7 @@ import math
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -224,6 +224,16 @@ class LatentBOConfig:
             raise ProlasError("warm_start must be at least 0")
         if self.short_patience < 0:
             raise ProlasError("short_patience must be at least 0 (0: no patience stop)")
+
+
+def patience_spent(best_after: Sequence[float], k: int, n_init: int) -> bool:
+    """The patience stop (``LatentBOConfig.short_patience``) after ``i = len(best_after)``
+    evaluations, ``best_after[j - 1]`` being the best BIC after evaluation ``j``: the last
+    ``k`` evaluations, all after the ``n_init`` of the initial design, left the best
+    within ``BIC_TIE``, ``best(i) <= best(i - k) + BIC_TIE`` with ``i - k >= n_init``.
+    ``benchmarks/scripts/patience_offline.py`` replays it on finished journals."""
+    i = len(best_after)
+    return i - k >= n_init and best_after[i - 1] <= best_after[i - 1 - k] + BIC_TIE
 
 
 class _LatentSearch:
@@ -385,13 +395,11 @@ class _LatentSearch:
 
     def patience_spent(self, best_after: list[float], k: int) -> bool:
         """Extends ``best_after`` to the evaluations made so far (each new one gets the
-        best BIC now, repairs included) and says whether the last ``k`` evaluations,
-        all after the initial design, left it within ``BIC_TIE`` of where it was."""
+        best BIC now, repairs included) and applies :func:`patience_spent`."""
         best = self.ev.best
         value = best.bic if best is not None else -math.inf
         best_after.extend([value] * (self.ev.n_unique - len(best_after)))
-        i = len(best_after)
-        return i - k >= self.opt.n_init and best_after[i - 1] <= best_after[i - 1 - k] + BIC_TIE
+        return patience_spent(best_after, k, self.opt.n_init)
 
     def initial_design(self) -> None:
         """The base kernels, the warm start, then Sobol points until ``n_init`` new
