@@ -11,7 +11,10 @@ journal.jsonl``), per run (one fit seed each):
 * **wall time**: the median of PROLAS's search seconds / CKS's;
 * **at CKS's wall time**: PROLAS's running best after the evaluations its journal
   records as finished within CKS's search seconds (``elapsed``), ≥ CKS's final BIC −
-  ``BIC_TIE``; the goal "best BIC at CKS's own wall time" read literally.
+  ``BIC_TIE``; the goal "best BIC at CKS's own wall time" read literally;
+* **where the time goes** (when ``OUT/METHOD/<series>/result.json`` exist): each
+  search's fits (the sum of its history's fit seconds), its own time (wall seconds less
+  the fits: the strategy, the VAE's loading, the imports) and its number of fits.
 """
 
 from __future__ import annotations
@@ -37,6 +40,20 @@ def _running_best_at(journal: Path, seconds: float) -> float:
     return best
 
 
+def _time_split(result: Path) -> dict[str, float]:
+    """``fit_seconds`` (sum of the history's fit seconds), ``own_seconds`` (wall seconds
+    less those) and ``fits`` of a search's ``result.json``; NaN when it is missing."""
+    if not result.exists():
+        return {"fit_seconds": math.nan, "own_seconds": math.nan, "fits": math.nan}
+    r = json.loads(result.read_text())
+    fits = sum(h.get("seconds") or 0.0 for h in r["history"])
+    return {
+        "fit_seconds": fits,
+        "own_seconds": r["search"]["wall_seconds"] - fits,
+        "fits": len(r["history"]),
+    }
+
+
 def per_series(out: Path) -> pd.DataFrame:
     scores = pd.read_csv(out / "forecast_scores.csv")
     ok = scores[(scores["status"] == "ok") & scores["method"].isin(["prolas", "cks"])]
@@ -59,6 +76,11 @@ def per_series(out: Path) -> pd.DataFrame:
                 "cks_seconds": c_s,
                 "time_ratio": p_s / c_s,
                 "prolas_bic_at_cks_time": at_cks,
+                **{
+                    f"{method}_{key}": value
+                    for method in ("prolas", "cks")
+                    for key, value in _time_split(out / method / name / "result.json").items()
+                },
             }
         )
     return pd.DataFrame(rows)
@@ -76,6 +98,17 @@ def summary(table: pd.DataFrame, label: str) -> str:
         f"(p = {p:.3g}) | {c['median_ratio']:.2f} | {(table['time_ratio'] <= 1).mean():.0%} "
         f"| {at_time} ({at_time / n:.0%}) |"
     )
+
+
+def time_split(table: pd.DataFrame, label: str) -> str:
+    """One markdown row: medians over series of each search's fit seconds, own seconds
+    and number of fits (PROLAS, then CKS)."""
+    cells = [
+        f"{table[f'{m}_fit_seconds'].median():.1f} / {table[f'{m}_own_seconds'].median():.1f}"
+        f" / {table[f'{m}_fits'].median():.0f}"
+        for m in ("prolas", "cks")
+    ]
+    return f"| {label} | {cells[0]} | {cells[1]} |"
 
 
 def main() -> None:
@@ -98,6 +131,11 @@ def main() -> None:
             if len(part):
                 print(summary(part, f"{out.name}, {half} half"))
         print(summary(table, f"{out.name}, all"))
+    print()
+    print("| run (medians over series) | PROLAS fit s / own s / fits | CKS fit s / own s / fits |")
+    print("|---|---|---|")
+    for out, table in zip(args.runs, tables):
+        print(time_split(table, out.name))
     if args.csv:
         pd.concat(tables).to_csv(args.csv, index=False)
 

@@ -37,6 +37,13 @@ def _run(tmp_path):
         lines += [json.dumps({"status": "ok", "bic": b, "elapsed": t}) for t, b in entries]
         lines.append(json.dumps({"status": "failed", "bic": None, "elapsed": 1.0}))
         (folder / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    # series a's searches, result.json: 20 s of wall time, of which fits 3 + 5 (PROLAS)
+    for method, wall, seconds in (("prolas", 20.0, [3.0, 5.0]), ("cks", 10.0, [4.0, None])):
+        folder = tmp_path / method / "a"
+        folder.mkdir(parents=True, exist_ok=True)
+        history = [{"seconds": s} for s in seconds]
+        result = {"search": {"wall_seconds": wall}, "history": history}
+        (folder / "result.json").write_text(json.dumps(result))
     return tmp_path
 
 
@@ -48,6 +55,19 @@ def test_per_series_reads_both_searches_and_the_best_at_cks_wall_time(tmp_path) 
     # by CKS's 10 s, PROLAS had reached -73 (the -70 came at 15 s)
     assert table.loc["a", "prolas_bic_at_cks_time"] == -73.0
     assert table.loc["b", "prolas_bic_at_cks_time"] == -50.05
+
+
+def test_per_series_splits_each_search_s_wall_time_into_fits_and_its_own(tmp_path) -> None:
+    table = sm.per_series(_run(tmp_path)).set_index("series")
+    # PROLAS on a: 20 s wall, fits 3 + 5 = 8 s, so 12 s its own, 2 fits
+    assert table.loc["a", "prolas_fit_seconds"] == 8.0
+    assert table.loc["a", "prolas_own_seconds"] == 12.0
+    assert table.loc["a", "prolas_fits"] == 2
+    # CKS on a: a failed fit has no seconds (None counts as 0): 4 s of fits, 6 s its own
+    assert table.loc["a", "cks_own_seconds"] == 6.0
+    # no result.json for b: NaN, and the medians skip it
+    assert pd.isna(table.loc["b", "prolas_own_seconds"])
+    assert sm.time_split(table, "run") == "| run | 8.0 / 12.0 / 2 | 4.0 / 6.0 / 2 |"
 
 
 def test_summary_counts_ties_within_bic_tie(tmp_path) -> None:
