@@ -3,8 +3,12 @@ random search) for other LatentBOConfig settings: the first hit of each of 24 se
 seeds (budget 40; budget + 1 if never), and Welch's one-sided t-test against random
 search's 300 seeds, as the test computes it.
 
-    python benchmarks/scripts/search_law_windows.py run LABEL [key=value ...] --out F.jsonl
+    python benchmarks/scripts/search_law_windows.py run LABEL [key=value ...] --out F.jsonl \
+        [--seeds 0-23]
     python benchmarks/scripts/search_law_windows.py summary F.jsonl --base LABEL
+
+``--seeds A-B`` runs other search seeds than the test's 24 (more power); rows are compared
+pairwise with the base only when they ran the same seeds.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ def _law():
     return Similarity, _first_hit, parse, Evaluator, load_checkpoint("default")
 
 
-def run(label: str, overrides: list[str], out: str) -> None:
+def run(label: str, overrides: list[str], out: str, seeds: range = range(SEEDS)) -> None:
     from prolas.search.config import SearchConfig
     from prolas.search.latent import LatentBOConfig, search_prolas
 
@@ -43,14 +47,15 @@ def run(label: str, overrides: list[str], out: str) -> None:
     opts = LatentBOConfig.from_overrides([*base, *overrides])
     optimum = Similarity(TARGET).score(parse(TARGET))
     hits = []
-    for s in range(SEEDS):
+    for s in seeds:
         ev = Evaluator(Similarity(TARGET), BUDGET)
         res = search_prolas(
             ev, None, SearchConfig(budget=BUDGET, seed=s), trained=trained, options=opts
         )
         hits.append(first_hit(res, optimum, BUDGET))
     with open(out, "a") as fh:
-        fh.write(json.dumps({"label": label, "options": overrides, "hits": hits}) + "\n")
+        row = {"label": label, "options": overrides, "hits": hits, "seeds": list(seeds)}
+        fh.write(json.dumps(row) + "\n")
     print(label, overrides, "mean first hit", np.mean(hits), file=sys.stderr)
 
 
@@ -67,6 +72,7 @@ def summary(path: str, base: str) -> None:
         rnd.append(first_hit(search_random(ev, trained.grammar, seed=s), optimum, BUDGET))
     rows = {r["label"]: r for r in map(json.loads, Path(path).read_text().splitlines())}
     ref = np.asarray(rows[base]["hits"])
+    ref_seeds = rows[base].get("seeds", list(range(SEEDS)))
     print(f"random search ({RANDOM_SEEDS} seeds): mean first hit {np.mean(rnd):.2f}\n")
     print(
         f"| variant | options | mean first hit | hits within {BUDGET} | p (vs random) "
@@ -76,12 +82,17 @@ def summary(path: str, base: str) -> None:
     for label, r in rows.items():
         h = np.asarray(r["hits"])
         p = stats.ttest_ind(rnd, h, equal_var=False, alternative="greater").pvalue
-        d = h - ref
-        se = d.std(ddof=1) / np.sqrt(len(d))
+        if r.get("seeds", list(range(SEEDS))) == ref_seeds:
+            d = h - ref
+            se = d.std(ddof=1) / np.sqrt(len(d))
+            paired = (
+                f"{d.mean():+.2f} ± {se:.2f} | {(d < 0).sum()} / {(d == 0).sum()} / {(d > 0).sum()}"
+            )
+        else:  # other seeds: no pairs
+            paired = "— | —"
         print(
-            f"| {label} | {' '.join(r['options'])} | {h.mean():.2f} | {(h <= BUDGET).sum()} "
-            f"| {p:.4f} | {d.mean():+.2f} ± {se:.2f} | {(d < 0).sum()} / {(d == 0).sum()} "
-            f"/ {(d > 0).sum()} |"
+            f"| {label} ({len(h)} seeds) | {' '.join(r['options'])} | {h.mean():.2f} "
+            f"| {(h <= BUDGET).sum()} | {p:.4f} | {paired} |"
         )
 
 
@@ -92,12 +103,14 @@ def main() -> None:
     r.add_argument("label")
     r.add_argument("overrides", nargs="*", help="LatentBOConfig key=value")
     r.add_argument("--out", required=True)
+    r.add_argument("--seeds", default=f"0-{SEEDS - 1}", help="search seeds A-B (inclusive)")
     s = sub.add_parser("summary")
     s.add_argument("path")
     s.add_argument("--base", required=True)
     a = p.parse_args()
     if a.cmd == "run":
-        run(a.label, a.overrides, a.out)
+        first, last = (int(x) for x in a.seeds.split("-"))
+        run(a.label, a.overrides, a.out, range(first, last + 1))
     else:
         summary(a.path, a.base)
 
