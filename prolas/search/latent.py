@@ -135,9 +135,10 @@ class LatentBOConfig:
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
         mc_samples: quasi-MC samples of qLogEI (``latent``, q > 1).
-        pool_sobol: Sobol points in the candidate pool.
+        pool_sobol: Sobol points in the candidate pool (128; 1 024 before
+            benchmarks/results/small_pool/, which measured both on the M3 tuning half).
         pool_local: Gaussian perturbations of the ``pool_top`` best points in the pool
-            (split evenly over the points and ``perturb_scales``).
+            (split evenly over the points and ``perturb_scales``; 128, 1 024 before).
         pool_window: the pool is the draws of the last ``pool_window`` steps, each step
             drawing ``1 / pool_window`` of ``pool_sobol`` and ``pool_local`` (1: the
             whole pool every step; benchmarks/results/strategy_speed/ measures 16).
@@ -160,8 +161,8 @@ class LatentBOConfig:
     num_restarts: int = 8
     raw_samples: int = 256
     mc_samples: int = 128
-    pool_sobol: int = 1024
-    pool_local: int = 1024
+    pool_sobol: int = 128
+    pool_local: int = 128
     pool_top: int = 3
     pool_window: int = 1
     pool_reuse: bool = False
