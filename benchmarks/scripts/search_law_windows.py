@@ -16,13 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "search")]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "search"), str(Path(__file__).parent)]
+
+from strategy_speed import _seeds  # noqa: E402  (the script beside this one: "0-23", "0,3,7")
 
 TARGET, BUDGET, SEEDS, RANDOM_SEEDS = "LIN + PER + SE", 40, 24, 300
 
@@ -37,7 +40,7 @@ def _law():
     return Similarity, _first_hit, parse, Evaluator, load_checkpoint("default")
 
 
-def run(label: str, overrides: list[str], out: str, seeds: range = range(SEEDS)) -> None:
+def run(label: str, overrides: list[str], out: str, seeds: Sequence[int] = range(SEEDS)) -> None:
     from prolas.search.config import SearchConfig
     from prolas.search.latent import LatentBOConfig, search_prolas
 
@@ -103,14 +106,15 @@ def main() -> None:
     r.add_argument("label")
     r.add_argument("overrides", nargs="*", help="LatentBOConfig key=value")
     r.add_argument("--out", required=True)
-    r.add_argument("--seeds", default=f"0-{SEEDS - 1}", help="search seeds A-B (inclusive)")
+    r.add_argument(
+        "--seeds", default=f"0-{SEEDS - 1}", help="search seeds: A-B (inclusive) or A,B,C"
+    )
     s = sub.add_parser("summary")
     s.add_argument("path")
     s.add_argument("--base", required=True)
     a = p.parse_args()
     if a.cmd == "run":
-        first, last = (int(x) for x in a.seeds.split("-"))
-        run(a.label, a.overrides, a.out, range(first, last + 1))
+        run(a.label, a.overrides, a.out, _seeds(a.seeds))
     else:
         summary(a.path, a.base)
 
