@@ -131,6 +131,12 @@ class LatentBOConfig:
             best(i - K) + BIC_TIE``, checked once that window lies after the initial
             design (``i - K >= n_init``); 0: no such stop (CKS stops when its greedy path
             ends, this is PROLAS's counterpart; ``benchmarks/results/portfolio_short/``).
+        incumbent_every: every ``incumbent_every``-th BO step is an incumbent step: the
+            acquisition ranks only the grammar edits of the best point so far (CKS's moves
+            on its token sequence, each at its latent code), a trust region of one move
+            around the incumbent; a step whose incumbent has no edit left to evaluate ranks
+            the whole pool instead. 0: off (every step ranks the pool, where random draws
+            can outrank the incumbent's moves for the whole search).
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -179,6 +185,7 @@ class LatentBOConfig:
     warm_start: int = WARM_START
     short_library: bool = False
     short_patience: int = 0
+    incumbent_every: int = 0
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -201,13 +208,14 @@ class LatentBOConfig:
         rolling pool lack ``pool_window`` (and ``pool_reuse``): those drew the whole pool
         every step; records from before the short-series options lack ``short_library`` and
         ``short_patience``: those ranked every series on the nine series' library and had
-        no patience stop."""
+        no patience stop; records from before incumbent steps lack ``incumbent_every``."""
         values = {
             "base_kernels": False,
             "pool_window": 1,
             "pool_reuse": False,
             "short_library": False,
             "short_patience": 0,
+            "incumbent_every": 0,
             **options,
         }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -225,6 +233,8 @@ class LatentBOConfig:
             raise ProlasError("warm_start must be at least 0")
         if self.short_patience < 0:
             raise ProlasError("short_patience must be at least 0 (0: no patience stop)")
+        if self.incumbent_every < 0:
+            raise ProlasError("incumbent_every must be at least 0 (0: no incumbent steps)")
 
 
 def patience_spent(best_after: Sequence[float], k: int, n_init: int) -> bool:
@@ -283,6 +293,7 @@ class _LatentSearch:
         self.surrogate = _ExpressionGP() if options.surrogate == "ot" else _LatentGP()
         self.stats = {
             "bo_steps": 0,
+            "incumbent_steps": 0,
             "free_points": 0,
             "known_proposals": 0,
             "alternates": 0,
@@ -459,6 +470,11 @@ class _LatentSearch:
             return self.diversify()
         # the acquisition optimiser's best batch (the latent GP; the OT GP has none):
         # new expressions are evaluated, known ones join the data for free
+        every = self.opt.incumbent_every
+        if every and self.stats["bo_steps"] % every == 0:
+            new = self.incumbent_step()
+            if new is not None:
+                return new
         fresh, known = self.split_known(starts[0]) if len(starts) else ([], [])
         self.stats["known_proposals"] += len(known)
         missing = self.batch - len(fresh)
@@ -482,6 +498,31 @@ class _LatentSearch:
                 if self.ev.seen(e):
                     self.add(u, e)
         return self.ev.n_unique - new_before
+
+    def incumbent_step(self) -> int | None:
+        """Evaluate the ``batch`` new grammar edits of the best point of highest
+        acquisition (each edit's own expression at its latent code); None if it has none
+        left (or the surrogate failed): the step then ranks the whole pool."""
+        best = self.top_points()[0]
+        seq = self.sequence_of.get(self.E[best])
+        if seq is None:
+            seq = self.vae.decode_sequences(self.to_latent(self.U[best][None]))[0]
+        picked: dict[str, tuple[tuple[str, ...], Expression]] = {}
+        for q in self.edits_of(seq):
+            e = sequence_expression(q)
+            if not self.ev.seen(e):
+                picked.setdefault(str(e), (q, e))
+        if not picked:
+            return None
+        seqs = list(picked.values())
+        codes = torch.stack([self._code_of[q] for q, _ in seqs])
+        chosen = self.surrogate.best(self, codes, [e for _, e in seqs], self.batch)
+        if not chosen:
+            return None
+        self.stats["incumbent_steps"] += 1
+        taken = {str(e) for _, e in chosen}
+        self.sequence_of.update((key, q) for key, (q, _) in picked.items() if key in taken)
+        return self.evaluate(chosen)
 
     def split_known(self, batch: torch.Tensor) -> tuple[Points, Points]:
         """``(new, known)`` decodes of a batch ``q x d``; a duplicate inside the batch
