@@ -65,7 +65,8 @@ def test_incumbent_steps_evaluate_the_incumbents_moves_until_the_better_one(
     assert res.extra["incumbent_steps"] >= found - n_init
 
 
-def test_incumbent_steps_are_off_by_default_and_counted(trained) -> None:
+def test_incumbent_steps_are_counted_and_can_be_turned_off(trained) -> None:
+    assert LatentBOConfig().incumbent_every == 2
     res = _run(trained, every=0, seed=0, budget=20)
     assert res.extra["incumbent_steps"] == 0
     alternate = _run(trained, every=2, seed=0, budget=20)
