@@ -143,6 +143,11 @@ class LatentBOConfig:
             the M3 tuning half, 55 of 75 series at CKS's optimum instead of 51, at 1.33
             times CKS's wall time instead of 1.46); 0: off, every step ranks the pool,
             where random draws can outrank the incumbent's moves for the whole search.
+        cost_power: the OT surrogate ranks candidates by expected improvement per unit
+            of expected fit cost, ``LogEI - cost_power * ln k`` (k: the candidate's
+            parameter count; a fit's seconds grow about as k^1.6 on the M3 series,
+            ``benchmarks/results/incumbent_steps/``); k, not measured seconds, so the
+            search stays the same on every machine. 0: plain LogEI.
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -192,6 +197,7 @@ class LatentBOConfig:
     short_library: bool = False
     short_patience: int = 0
     incumbent_every: int = 2
+    cost_power: float = 0.0
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -214,7 +220,8 @@ class LatentBOConfig:
         rolling pool lack ``pool_window`` (and ``pool_reuse``): those drew the whole pool
         every step; records from before the short-series options lack ``short_library`` and
         ``short_patience``: those ranked every series on the nine series' library and had
-        no patience stop; records from before incumbent steps lack ``incumbent_every``."""
+        no patience stop; records from before incumbent steps lack ``incumbent_every``
+        (and ``cost_power``)."""
         values = {
             "base_kernels": False,
             "pool_window": 1,
@@ -222,6 +229,7 @@ class LatentBOConfig:
             "short_library": False,
             "short_patience": 0,
             "incumbent_every": 0,
+            "cost_power": 0.0,
             **options,
         }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -239,6 +247,8 @@ class LatentBOConfig:
             raise ProlasError("warm_start must be at least 0")
         if self.short_patience < 0:
             raise ProlasError("short_patience must be at least 0 (0: no patience stop)")
+        if not self.cost_power >= 0.0:
+            raise ProlasError("cost_power must be at least 0 (0: plain LogEI)")
         if self.incumbent_every < 0:
             raise ProlasError("incumbent_every must be at least 0 (0: no incumbent steps)")
 
@@ -838,6 +848,8 @@ class _ExpressionGP:
                 size = torch.tensor([self.n_params(e) for _, e in cands], dtype=mean.dtype)
                 bic = mean - half_log_n * size
                 vals = log_ei(bic, var, max(ys))
+                if search.opt.cost_power:  # improvement per unit of fit cost ~ k^p
+                    vals = vals - search.opt.cost_power * size.log()
             except Exception:  # a surrogate failure must not end the search
                 search.stats["surrogate_failures"] += 1
                 self.hypers = None

@@ -79,3 +79,39 @@ def test_incumbent_every_must_not_be_negative() -> None:
 
     with pytest.raises(ProlasError, match="incumbent_every"):
         LatentBOConfig(incumbent_every=-1)
+
+
+def _noise_score(e) -> Score:
+    """A pseudo-random BIC in [0, 1) per expression, fixed by its text: no size trend."""
+    bic = zlib.crc32(str(e).encode()) / 2**32
+    return Score(str(e), "ok", bic, bic, e.n_params, 0.0)
+
+
+def test_cost_power_prefers_cheaper_fits(trained) -> None:
+    """LogEI - p ln k: with the cost weight the BO steps fit smaller expressions (mean
+    parameter count after the initial design, three seeds each)."""
+    x = np.linspace(0.0, 1.0, 60)
+    data = Dataset.from_arrays(x, np.sin(6 * x), name="synthetic")
+
+    def mean_k(power: float) -> float:
+        ks = []
+        for seed in range(3):
+            options = LatentBOConfig(cost_power=power, pool_sobol=128, pool_local=128)
+            res = search_prolas(
+                Evaluator(_noise_score, 30),
+                data,
+                SearchConfig(budget=30, seed=seed),
+                trained=trained,
+                options=options,
+            )
+            ks += [e.n_params for e in res.history[LatentBOConfig().n_init :]]
+        return float(np.mean(ks))
+
+    assert mean_k(2.0) < mean_k(0.0) - 1.0
+
+
+def test_cost_power_must_not_be_negative() -> None:
+    from prolas.errors import ProlasError
+
+    with pytest.raises(ProlasError, match="cost_power"):
+        LatentBOConfig(cost_power=-1.0)
