@@ -29,7 +29,9 @@ seasonal naive scale.
 Seconds per series: prolas's search plus its test forecast (not the report and plots it
 also writes), the peers' fit and forecast, each in one process (prolas's series run in
 ``--workers`` processes side by side, each search and its fits on one core);
-``search_seconds`` is the search's wall time alone.
+``search_seconds`` is the search's wall time alone. With more than one search method the
+methods take turns over blocks of series (:func:`search_blocks`), so their wall times are
+measured at the same time, not in two phases.
 
 Outputs: ``OUT/forecast_scores.csv`` (one row per series and method),
 ``OUT/forecast.md`` (mean scores per method, prolas against each other method with
@@ -318,6 +320,27 @@ def _peer_rows(
     return rows
 
 
+def search_blocks(n_series: int, n_methods: int, workers: int | None) -> list[int]:
+    """Where the search methods take turns: the ends of the series prefixes run one method
+    after the other. One method runs all series at once; several alternate in blocks of
+    ``4 x workers`` series, so that each method's searches of a block run within minutes
+    of the others' and the machine's speed, which drifted by a quarter between two
+    20-minute phases on a shared host (``benchmarks/results/incumbent_steps/``), weighs
+    on their wall-time ratio alike.
+
+    >>> search_blocks(10, 2, 1)
+    [4, 8, 10]
+    >>> search_blocks(10, 1, 1)
+    [10]
+    """
+    from prolas.search.executors import available_cores
+
+    if n_methods <= 1 or n_series == 0:
+        return [n_series]
+    block = 4 * max(1, workers or available_cores())
+    return [*range(block, n_series, block), n_series]
+
+
 def run_forecast_bench(
     config: ForecastBenchConfig,
     out: str | Path,
@@ -346,24 +369,33 @@ def run_forecast_bench(
         f"{', '.join(searches + peers)}"
     )
     rows: list[dict] = []
+    # every series carries its own seasonal period (suite_series); 1 is never used
+    settings = {
+        method: ManySettings(
+            SearchConfig(
+                method=method, budget=config.budget, restarts=config.restarts, seed=config.fit_seed
+            ),
+            ForecastSettings(band=config.band),
+            1,
+        )
+        for method in searches
+    }
+    for k, end in enumerate(search_blocks(len(pairs), len(searches), workers)):
+        for method in searches:
+            if len(searches) > 1:
+                log(f"search {method}, series {1 if k == 0 else '…'}–{end} of {len(pairs)}:")
+            run_many(
+                [s for s, _ in pairs[:end]],
+                out / method,
+                settings[method],
+                workers=workers,
+                # later blocks continue the same runs: the series done before are skipped
+                resume=resume or k > 0,
+                progress=progress,
+                source={"suite": config.suite, "half": config.half},
+                log=log,
+            )
     for method in searches:
-        search = SearchConfig(
-            method=method, budget=config.budget, restarts=config.restarts, seed=config.fit_seed
-        )
-        # every series carries its own seasonal period (suite_series); 1 is never used
-        settings = ManySettings(search, ForecastSettings(band=config.band), 1)
-        if len(searches) > 1:
-            log(f"search {method}:")
-        run_many(
-            [s for s, _ in pairs],
-            out / method,
-            settings,
-            workers=workers,
-            resume=resume,
-            progress=progress,
-            source={"suite": config.suite, "half": config.half},
-            log=log,
-        )
         rows += _search_rows(out, pairs, method)
     if peers:
         rows += _peer_rows(out, pairs, peers, resume, progress)

@@ -206,3 +206,33 @@ def test_bench_forecast_cli_prolas_cks_and_a_peer(tmp_path, capsys) -> None:
     # a second run without --resume refuses to mix into it
     assert main(argv) != 0
     assert "--resume" in capsys.readouterr().err
+
+
+def test_two_searches_take_turns_over_blocks_of_series(tmp_path, monkeypatch) -> None:
+    """With prolas and cks, each block of series runs under one method and then the other
+    (their wall times are measured at the same time), later blocks resuming the runs."""
+    import prolas.bench.forecast_bench as module
+
+    calls = []
+
+    def fake_run_many(series, out, settings, *, workers, resume, **kwargs):
+        calls.append((out.name, len(series), resume, settings.config.method))
+
+    monkeypatch.setattr(module, "run_many", fake_run_many)
+    pairs = fb.suite_series("m3-monthly", str(DATA), "all", ())
+    series = tuple(s.name for s, _ in pairs[:10])
+    config = fb.ForecastBenchConfig(
+        "m3-monthly", methods=("prolas", "cks"), series=series, data_dir=str(DATA)
+    )
+    run = fb.run_forecast_bench(config, tmp_path / "out", workers=1, progress=False)
+    assert calls == [
+        ("prolas", 4, False, "prolas"),
+        ("cks", 4, False, "cks"),
+        ("prolas", 8, True, "prolas"),
+        ("cks", 8, True, "cks"),
+        ("prolas", 10, True, "prolas"),
+        ("cks", 10, True, "cks"),
+    ]
+    assert len(run.table) == 20 and set(run.table["status"]) == {"pending"}
+    assert fb.search_blocks(10, 1, 2) == [10] and fb.search_blocks(0, 2, 2) == [0]
+    assert fb.search_blocks(16, 2, 2) == [8, 16]
