@@ -134,7 +134,10 @@ class LatentBOConfig:
             not raised the best BIC by more than ``BIC_TIE`` (0.1), ``best(i) <=
             best(i - K) + BIC_TIE``, checked once that window lies after the initial
             design (``i - K >= n_init``); 0: no such stop (CKS stops when its greedy path
-            ends, this is PROLAS's counterpart; ``benchmarks/results/portfolio_short/``).
+            ends, this is PROLAS's counterpart). Default 25, chosen on the M3 tuning
+            half's journals (``benchmarks/results/incumbent_steps/``: 56 of 75 at CKS's
+            optimum at a median of 1.00 times its wall time); off before, when every K
+            that saved time lost series (``benchmarks/results/portfolio_short/``).
         incumbent_every: every ``incumbent_every``-th BO step is an incumbent step: the
             acquisition ranks only the grammar edits of the best point so far (CKS's moves
             on its token sequence, each at its latent code), a trust region of one move
@@ -147,7 +150,10 @@ class LatentBOConfig:
             of expected fit cost, ``LogEI - cost_power * ln k`` (k: the candidate's
             parameter count; a fit's seconds grow about as k^1.6 on the M3 series,
             ``benchmarks/results/incumbent_steps/``); k, not measured seconds, so the
-            search stays the same on every machine. 0: plain LogEI.
+            search stays the same on every machine. Default 1
+            (``benchmarks/results/incumbent_steps/``: on the M3 tuning half, 58 of 75
+            series at CKS's optimum instead of 55, at 1.19 times CKS's wall time instead
+            of 1.33); 0: plain LogEI.
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -195,9 +201,9 @@ class LatentBOConfig:
     base_kernels: bool = True
     warm_start: int = WARM_START
     short_library: bool = False
-    short_patience: int = 0
+    short_patience: int = 25
     incumbent_every: int = 2
-    cost_power: float = 0.0
+    cost_power: float = 1.0
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -519,10 +525,7 @@ class _LatentSearch:
         """Evaluate the ``batch`` new grammar edits of the best point of highest
         acquisition (each edit's own expression at its latent code); None if it has none
         left (or the surrogate failed): the step then ranks the whole pool."""
-        best = self.top_points()[0]
-        seq = self.sequence_of.get(self.E[best])
-        if seq is None:
-            seq = self.vae.decode_sequences(self.to_latent(self.U[best][None]))[0]
+        (seq,) = self.sequences_at(self.top_points()[:1])
         picked: dict[str, tuple[tuple[str, ...], Expression]] = {}
         for q in self.edits_of(seq):
             e = sequence_expression(q)
@@ -603,10 +606,7 @@ class _LatentSearch:
             for scale in self.opt.perturb_scales:
                 noise = torch.from_numpy(self.rng.normal(0.0, scale, (per, self.d)))
                 parts.append((self.U[i] + noise).clamp(0.0, 1.0))
-        seqs = self.vae.decode_sequences(self.to_latent(torch.stack([self.U[i] for i in top])))
-        # a point placed by encoding edits its own sequence, not its decode
-        seqs = [self.sequence_of.get(self.E[i], q) for i, q in zip(top, seqs)]
-        edits = tuple(sorted({n for q in seqs for n in self.edits_of(q)}))
+        edits = tuple(sorted({n for q in self.sequences_at(top) for n in self.edits_of(q)}))
         if edits:
             if edits not in self._edit_codes:  # the same best points edit alike
                 self._edit_codes.clear()
@@ -637,6 +637,15 @@ class _LatentSearch:
             points.append(self._local_draw[1])
             exprs += self._local_draw[2]
         return torch.cat(points), exprs
+
+    def sequences_at(self, points: list[int]) -> list[tuple[str, ...]]:
+        """The token sequences of points (indices into the data) that grammar edits
+        start from: a point placed by encoding (base kernels, warm start, an incumbent
+        step's edit) edits its own sequence, any other its decode."""
+        decoded = self.vae.decode_sequences(
+            self.to_latent(torch.stack([self.U[i] for i in points]))
+        )
+        return [self.sequence_of.get(self.E[i], q) for i, q in zip(points, decoded)]
 
     def edits_of(self, seq: tuple[str, ...]) -> list[tuple[str, ...]]:
         """The grammar edits of a best point's sequence (:func:`sequence_edits`), their
