@@ -37,14 +37,19 @@ Loop (:meth:`_LatentSearch.run`):
    of their sequences (:func:`~prolas.surrogates.acquisition.sequence_edits`, CKS's
    moves). Decoding thousands of points costs ~0.1 s, so a step is never wasted on the
    large latent regions that decode to frequent short expressions.
+   With the OT surrogate the rank is LogEI per unit of expected fit cost,
+   ``LogEI - cost_power * ln k`` (k: parameter count).
    Every second step (``incumbent_every``) is an **incumbent step** instead: only the
    grammar edits of the best point are ranked (CKS's moves around the incumbent), so
-   the incumbent's neighbourhood is searched as CKS would, in LogEI order
+   the incumbent's neighbourhood is searched as CKS would, in acquisition order
    (``benchmarks/results/incumbent_steps/``).
 4. **Evaluate** the batch.
 5. **Diversify** when the surrogate has nothing to model, finds no new candidate, or
    ``stall_limit`` steps in a row found no new expression: perturb the incumbent with
    growing Gaussian steps and, failing that, draw a grammar sample.
+6. **Stop** when the budget is spent or, on a series of fewer than 144 points, once the
+   last ``short_patience`` (25) evaluations raised the best BIC by at most 0.1 (CKS's
+   counterpart is the end of its greedy path).
 
 Failed fits get a pessimistic target: the worst successful BIC minus
 ``max(1, margin * (best - worst))``. The budget counts unique expensive evaluations (the
