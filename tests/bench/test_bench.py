@@ -340,3 +340,15 @@ def test_fit_with_test_file_reports_held_out_rmse(tmp_path: Path, capsys) -> Non
     assert doc["test"]["n"] == 15 and doc["test"]["rmse"] == pytest.approx(rmse, rel=1e-9)
     assert f"test: RMSE {rmse:.4g}" in err
     assert (out / "fit.png").stat().st_size > 5000  # forecast against the test points
+
+
+def test_performance_finds_the_restart_benchmark_from_any_working_directory(
+    tmp_path, monkeypatch
+) -> None:
+    """The restart table reads benchmarks/scripts/core.py of the checkout the package runs
+    from, not of the working directory (a run from /tmp lost the table)."""
+    from prolas.bench.performance import source_checkout
+
+    monkeypatch.chdir(tmp_path)
+    assert source_checkout() == ROOT.resolve()
+    assert (source_checkout() / "benchmarks" / "scripts" / "core.py").is_file()
