@@ -495,13 +495,13 @@ class _LatentSearch:
         starts = self.surrogate.propose(self)  # r x q x d, best first
         if starts is None:  # nothing to model yet
             return self.diversify()
-        # the acquisition optimiser's best batch (the latent GP; the OT GP has none):
-        # new expressions are evaluated, known ones join the data for free
         every = self.opt.incumbent_every
         if every and self.stats["bo_steps"] % every == 0:
             new = self.incumbent_step()
             if new is not None:
                 return new
+        # the acquisition optimiser's best batch (the latent GP; the OT GP has none):
+        # new expressions are evaluated, known ones join the data for free
         fresh, known = self.split_known(starts[0]) if len(starts) else ([], [])
         self.stats["known_proposals"] += len(known)
         missing = self.batch - len(fresh)
