@@ -333,7 +333,7 @@ def search_blocks(n_series: int, n_methods: int, workers: int | None) -> list[in
     >>> search_blocks(10, 1, 1)
     [10]
     """
-    from prolas.search.executors import available_cores
+    from prolas.threads import available_cores
 
     if n_methods <= 1 or n_series == 0:
         return [n_series]
@@ -380,10 +380,11 @@ def run_forecast_bench(
         )
         for method in searches
     }
+    start = 0
     for k, end in enumerate(search_blocks(len(pairs), len(searches), workers)):
         for method in searches:
             if len(searches) > 1:
-                log(f"search {method}, series {1 if k == 0 else '…'}–{end} of {len(pairs)}:")
+                log(f"search {method}, series {start + 1}–{end} of {len(pairs)}:")
             run_many(
                 [s for s, _ in pairs[:end]],
                 out / method,
@@ -395,6 +396,7 @@ def run_forecast_bench(
                 source={"suite": config.suite, "half": config.half},
                 log=log,
             )
+        start = end
     for method in searches:
         rows += _search_rows(out, pairs, method)
     if peers:

@@ -224,7 +224,18 @@ def test_two_searches_take_turns_over_blocks_of_series(tmp_path, monkeypatch) ->
     config = fb.ForecastBenchConfig(
         "m3-monthly", methods=("prolas", "cks"), series=series, data_dir=str(DATA)
     )
-    run = fb.run_forecast_bench(config, tmp_path / "out", workers=1, progress=False)
+    lines: list[str] = []
+    run = fb.run_forecast_bench(
+        config, tmp_path / "out", workers=1, progress=False, log=lines.append
+    )
+    assert [line for line in lines if line.startswith("search ")] == [
+        "search prolas, series 1–4 of 10:",
+        "search cks, series 1–4 of 10:",
+        "search prolas, series 5–8 of 10:",
+        "search cks, series 5–8 of 10:",
+        "search prolas, series 9–10 of 10:",
+        "search cks, series 9–10 of 10:",
+    ]
     assert calls == [
         ("prolas", 4, False, "prolas"),
         ("cks", 4, False, "cks"),
