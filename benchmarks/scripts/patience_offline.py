@@ -12,7 +12,11 @@ Reads a ``prolas bench --forecast ... --methods prolas,cks`` folder (``forecast_
 for CKS's best BIC and both searches' seconds, ``prolas/<series>/journal.jsonl``) and
 prints, per K, the series at least CKS's − 0.1 and the median wall-time ratio.
 
+A candidate ``rC/M`` is the relative patience (``LatentBOConfig.patience_ratio = C``,
+``patience_min = M``) with the window at most ``--k-max`` (``short_patience``).
+
     python benchmarks/scripts/patience_offline.py RUN --half tuning --k 5,10,15,20,25,30
+    python benchmarks/scripts/patience_offline.py RUN --half tuning --k 25,r0.5/10 --k-max 25
 """
 
 from __future__ import annotations
@@ -51,19 +55,39 @@ def best_after_each_evaluation(journal: Path) -> tuple[list[float], list[float]]
     return best, elapsed
 
 
-def stop_at(best: list[float], k: int | None, n_init: int = INITIAL_DESIGN) -> int:
+def stop_at(
+    best: list[float],
+    k: int | None,
+    n_init: int = INITIAL_DESIGN,
+    ratio: float = 0.0,
+    k_min: int = 0,
+) -> int:
     """The number of evaluations a patience-``k`` search makes (``None``: all): the
-    first ``i`` at which the search's own rule (:func:`patience_spent`) stops it."""
+    first ``i`` at which the search's own rule (:func:`patience_spent`, relative when
+    ``ratio > 0``, with ``k`` the largest window) stops it."""
     if k is not None:
         for i in range(1, len(best) + 1):
-            if patience_spent(best[:i], k, n_init):
+            if patience_spent(best[:i], k, n_init, ratio, k_min):
                 return i
     return len(best)
 
 
-def per_series(run: Path, ks: list[int | None], half: str = "all") -> pd.DataFrame:
-    """One row per (series, K): evaluations, best BIC and wall seconds at the stop, and
-    CKS's best BIC and seconds."""
+def parse_candidate(text: str, k_max: int) -> tuple[str, int | None, float, int]:
+    """``(label, k, ratio, k_min)`` of a candidate: ``none``, a fixed ``K`` or ``rC/M``."""
+    if text == "none":
+        return "none", None, 0.0, 0
+    if text.startswith("r"):
+        ratio, k_min = text[1:].split("/")
+        return text, k_max, float(ratio), int(k_min)
+    return text, int(text), 0.0, 0
+
+
+def per_series(
+    run: Path, ks: list[int | None | tuple[str, int | None, float, int]], half: str = "all"
+) -> pd.DataFrame:
+    """One row per (series, candidate): evaluations, best BIC and wall seconds at the
+    stop, and CKS's best BIC and seconds. A candidate is a fixed K (``None``: no stop) or
+    :func:`parse_candidate`'s tuple."""
     t = pd.read_csv(run / "forecast_scores.csv")
     t = t[t.status == "ok"]
     if half != "all":
@@ -73,12 +97,17 @@ def per_series(run: Path, ks: list[int | None], half: str = "all") -> pd.DataFra
     for name in wide.index:
         best, elapsed = best_after_each_evaluation(run / "prolas" / name / "journal.jsonl")
         total = wide.loc[name, ("search_seconds", "prolas")]
-        for k in ks:
-            i = stop_at(best, k)
+        for cand in ks:
+            label, k, ratio, k_min = (
+                cand
+                if isinstance(cand, tuple)
+                else ("none" if cand is None else cand, cand, 0.0, 0)
+            )
+            i = stop_at(best, k, ratio=ratio, k_min=k_min)
             rows.append(
                 {
                     "series": name,
-                    "k": "none" if k is None else k,
+                    "k": label,
                     "evaluations": i,
                     "prolas_bic": best[i - 1],
                     "prolas_seconds": total - (elapsed[-1] - elapsed[i - 1]),
@@ -111,9 +140,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path)
     ap.add_argument("--half", default="all", choices=["all", "tuning", "report"])
-    ap.add_argument("--k", default="5,10,15,20,25,30", help="comma-separated patiences")
+    ap.add_argument("--k", default="5,10,15,20,25,30", help="comma-separated patiences: K or rC/M")
+    ap.add_argument("--k-max", type=int, default=25, help="largest window of rC/M (25)")
     args = ap.parse_args()
-    ks: list[int | None] = [None, *(int(v) for v in args.k.split(","))]
+    ks = [parse_candidate(v, args.k_max) for v in ["none", *args.k.split(",")]]
     table = summary(per_series(args.run, ks, args.half))
     print("| K | series | at least CKS's - 0.1 | median evaluations | median ratio | median s |")
     print("|---|---|---|---|---|---|")

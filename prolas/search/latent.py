@@ -143,6 +143,12 @@ class LatentBOConfig:
             half's journals (``benchmarks/results/incumbent_steps/``: 56 of 75 at CKS's
             optimum at a median of 1.00 times its wall time); off before, when every K
             that saved time lost series (``benchmarks/results/portfolio_short/``).
+        patience_ratio, patience_min: a relative patience (``patience_ratio > 0``): the
+            window is ``K = clamp(ceil(patience_ratio * i*), patience_min,
+            short_patience)``, ``i*`` the first evaluation at which the best so far was
+            reached (within ``BIC_TIE``), so a search whose best came early stops sooner
+            and one still improving late keeps the full ``short_patience``. 0 (default):
+            the fixed window ``short_patience``.
         incumbent_every: every ``incumbent_every``-th BO step is an incumbent step: the
             acquisition ranks only the grammar edits of the best point so far (CKS's moves
             on its token sequence, each at its latent code), a trust region of one move
@@ -207,6 +213,8 @@ class LatentBOConfig:
     warm_start: int = WARM_START
     short_library: bool = False
     short_patience: int = 25
+    patience_ratio: float = 0.0
+    patience_min: int = 0
     incumbent_every: int = 2
     cost_power: float = 1.0
 
@@ -239,6 +247,8 @@ class LatentBOConfig:
             "pool_reuse": False,
             "short_library": False,
             "short_patience": 0,
+            "patience_ratio": 0.0,
+            "patience_min": 0,
             "incumbent_every": 0,
             "cost_power": 0.0,
             **options,
@@ -258,20 +268,40 @@ class LatentBOConfig:
             raise ProlasError("warm_start must be at least 0")
         if self.short_patience < 0:
             raise ProlasError("short_patience must be at least 0 (0: no patience stop)")
+        if not self.patience_ratio >= 0.0 or self.patience_min < 0:
+            raise ProlasError(
+                "patience_ratio and patience_min must be at least 0 (ratio 0: a fixed window)"
+            )
         if not self.cost_power >= 0.0:
             raise ProlasError("cost_power must be at least 0 (0: plain LogEI)")
         if self.incumbent_every < 0:
             raise ProlasError("incumbent_every must be at least 0 (0: no incumbent steps)")
 
 
-def patience_spent(best_after: Sequence[float], k: int, n_init: int) -> bool:
+def patience_spent(
+    best_after: Sequence[float], k: int, n_init: int, ratio: float = 0.0, k_min: int = 0
+) -> bool:
     """The patience stop (``LatentBOConfig.short_patience``) after ``i = len(best_after)``
     evaluations, ``best_after[j - 1]`` being the best BIC after evaluation ``j``: the last
-    ``k`` evaluations, all after the ``n_init`` of the initial design, left the best
-    within ``BIC_TIE``, ``best(i) <= best(i - k) + BIC_TIE`` with ``i - k >= n_init``.
+    ``K`` evaluations, all after the ``n_init`` of the initial design, left the best
+    within ``BIC_TIE``, ``best(i) <= best(i - K) + BIC_TIE`` with ``i - K >= n_init``.
+
+    ``K = k`` (a fixed window) when ``ratio`` is 0; else the relative window
+    ``K = clamp(ceil(ratio * i*), k_min, k)`` (:func:`patience_window`).
     ``benchmarks/scripts/patience_offline.py`` replays it on finished journals."""
     i = len(best_after)
+    if ratio > 0.0 and i:
+        k = patience_window(best_after, k, ratio, k_min)
     return i - k >= n_init and best_after[i - 1] <= best_after[i - 1 - k] + BIC_TIE
+
+
+def patience_window(best_after: Sequence[float], k_max: int, ratio: float, k_min: int) -> int:
+    """The relative patience's window after ``i = len(best_after) >= 1`` evaluations,
+    ``clamp(ceil(ratio * i*), k_min, k_max)``: ``i*`` is the first evaluation whose best
+    was within ``BIC_TIE`` of today's, so a best found early asks for a short wait."""
+    today = best_after[-1]
+    first = next(j for j, b in enumerate(best_after, 1) if b >= today - BIC_TIE)
+    return max(1, min(k_max, max(k_min, math.ceil(ratio * first))))
 
 
 class _LatentSearch:
@@ -417,8 +447,13 @@ class _LatentSearch:
                 self.stats["stopped"] = f"step cap ({max_steps} steps)"
                 break
             if patience and self.patience_spent(best_after, patience):
+                window = patience
+                if self.opt.patience_ratio:
+                    window = patience_window(
+                        best_after, patience, self.opt.patience_ratio, self.opt.patience_min
+                    )
                 self.stats["stopped"] = (
-                    f"patience: no gain above {BIC_TIE} in the last {patience} evaluations"
+                    f"patience: no gain above {BIC_TIE} in the last {window} evaluations"
                 )
                 break
             steps += 1
@@ -438,7 +473,9 @@ class _LatentSearch:
         best = self.ev.best
         value = best.bic if best is not None else -math.inf
         best_after.extend([value] * (self.ev.n_unique - len(best_after)))
-        return patience_spent(best_after, k, self.opt.n_init)
+        return patience_spent(
+            best_after, k, self.opt.n_init, self.opt.patience_ratio, self.opt.patience_min
+        )
 
     def initial_design(self) -> None:
         """The base kernels, the warm start, then Sobol points until ``n_init`` new

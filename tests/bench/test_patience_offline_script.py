@@ -45,6 +45,17 @@ def test_stop_rule_and_repairs(tmp_path) -> None:
     assert po.stop_at(best, 3) == 18
     assert po.stop_at(best, None) == 21
     assert po.stop_at(best, 30) == 21  # never checked: the window would start before 10
+    # relative, window clamp(ceil(0.1 i*), 2, 30): at 14 the best (1.05) came at 12
+    # (1.0, within 0.1), so the window is 2 and (12, 14] is flat: a stop before the repair
+    assert po.stop_at(best, 30, ratio=0.1, k_min=2) == 14
+    # ratio 1: the window is 12 at 14, then 15 after the repair: never flat enough
+    assert po.stop_at(best, 30, ratio=1.0, k_min=2) == 21
+
+
+def test_candidates_parse() -> None:
+    assert po.parse_candidate("none", 25) == ("none", None, 0.0, 0)
+    assert po.parse_candidate("20", 25) == ("20", 20, 0.0, 0)
+    assert po.parse_candidate("r0.5/10", 25) == ("r0.5/10", 25, 0.5, 10)
 
 
 def test_summary_counts_at_cks_and_ratio(tmp_path) -> None:

@@ -12,7 +12,12 @@ from prolas.limits import BIC_TIE, SHORT_SERIES_POINTS
 from prolas.records import Score
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator
-from prolas.search.latent import LatentBOConfig, search_prolas
+from prolas.search.latent import (
+    LatentBOConfig,
+    patience_spent,
+    patience_window,
+    search_prolas,
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +50,29 @@ def _first_patient_stop(bics: list[float], k: int, n_init: int) -> int:
     return len(bics)
 
 
-def _run(trained, n: int, k: int, budget: int = 40):
+def _first_relative_stop(bics: list[float], ratio: float, k_min: int, k_max: int) -> int:
+    """The relative rule written out: at evaluation i, i* is the first evaluation whose
+    best was within BIC_TIE of best(i), the window K = clamp(ceil(ratio i*), k_min,
+    k_max); the first i (i - K >= 10, the initial design) with best(i) <= best(i - K) +
+    BIC_TIE; else all."""
+    best = np.maximum.accumulate(bics)
+    for i in range(1, len(bics) + 1):
+        i_star = 1 + int(np.argmax(best >= best[i - 1] - BIC_TIE))
+        k = min(k_max, max(k_min, int(np.ceil(ratio * i_star))))
+        if i - k >= 10 and best[i - 1] <= best[i - 1 - k] + BIC_TIE:
+            return i
+    return len(bics)
+
+
+def _run(trained, n: int, k: int, budget: int = 40, ratio: float = 0.0, k_min: int = 0):
     ev = Evaluator(_score, budget)
-    options = LatentBOConfig(short_patience=k, pool_sobol=128, pool_local=128)
+    options = LatentBOConfig(
+        short_patience=k,
+        patience_ratio=ratio,
+        patience_min=k_min,
+        pool_sobol=128,
+        pool_local=128,
+    )
     return search_prolas(
         ev, _data(n), SearchConfig(budget=budget), trained=trained, options=options
     )
@@ -68,6 +93,33 @@ def test_a_short_search_stops_when_its_last_k_evaluations_gained_nothing(trained
     assert stopped.extra["stopped"].startswith("patience")
 
 
+def test_a_relative_patience_waits_in_proportion_to_when_the_best_came(trained) -> None:
+    full = _run(trained, 60, 0)
+    bics = [e.bic for e in full.history]
+    fixed = _first_patient_stop(bics, 25, 10)
+    expected = _first_relative_stop(bics, 0.5, 4, 25)
+    assert 14 <= expected < fixed  # this search stops, sooner than the fixed window's
+    stopped = _run(trained, 60, 25, ratio=0.5, k_min=4)
+    assert [e.expression for e in stopped.history] == [e.expression for e in full.history][
+        :expected
+    ]
+    assert stopped.evaluations == expected
+    assert stopped.extra["stopped"].startswith("patience")
+
+
+def test_the_relative_window_is_clamped_between_its_bounds() -> None:
+    # best after each evaluation: raised at 1, 3 (by more than BIC_TIE) and 6 (by less)
+    best = [1.0, 1.0, 2.0, 2.0, 2.0, 2.05, 2.05, 2.05]
+    assert patience_window(best, 25, 1.0, 1) == 3  # i* = 3: 2.05 - 2.0 is within BIC_TIE
+    assert patience_window(best, 25, 0.5, 1) == 2  # ceil(1.5)
+    assert patience_window(best, 25, 1.0, 5) == 5  # at least k_min
+    assert patience_window(best, 2, 1.0, 1) == 2  # at most k_max
+    # after 8 evaluations with window 3: best(8) = 2.05 <= best(5) + 0.1, 8 - 3 >= n_init 5
+    assert patience_spent(best, 25, 5, ratio=1.0, k_min=1)
+    assert not patience_spent(best, 25, 6, ratio=1.0, k_min=1)  # the window reaches the design
+    assert not patience_spent(best, 25, 5)  # the fixed window of 25 is longer than the search
+
+
 def test_patience_leaves_longer_series_alone(trained) -> None:
     res = _run(trained, SHORT_SERIES_POINTS, 4)
     assert res.evaluations == 40 and "patience" not in str(res.extra.get("stopped"))
@@ -78,3 +130,7 @@ def test_patience_must_not_be_negative() -> None:
 
     with pytest.raises(ProlasError, match="short_patience"):
         LatentBOConfig(short_patience=-1)
+    with pytest.raises(ProlasError, match="patience_ratio"):
+        LatentBOConfig(patience_ratio=-0.5)
+    with pytest.raises(ProlasError, match="patience_min"):
+        LatentBOConfig(patience_min=-1)
