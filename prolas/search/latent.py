@@ -149,6 +149,11 @@ class LatentBOConfig:
             reached (within ``BIC_TIE``), so a search whose best came early stops sooner
             and one still improving late keeps the full ``short_patience``. 0 (default):
             the fixed window ``short_patience``.
+        surrogate_noise_floor: the least noise variance of the OT surrogate, in units of
+            the standardised targets (1e-4, as GPyTorch's default constraint). A BIC is a
+            deterministic function of its expression at a fit seed, so the fitted noise
+            sits at the floor and the surrogate interpolates
+            (``benchmarks/results/surrogate_noise/``).
         incumbent_every: every ``incumbent_every``-th BO step is an incumbent step: the
             acquisition ranks only the grammar edits of the best point so far (CKS's moves
             on its token sequence, each at its latent code), a trust region of one move
@@ -215,6 +220,7 @@ class LatentBOConfig:
     short_patience: int = 25
     patience_ratio: float = 0.0
     patience_min: int = 0
+    surrogate_noise_floor: float = 1e-4
     incumbent_every: int = 2
     cost_power: float = 1.0
 
@@ -249,6 +255,7 @@ class LatentBOConfig:
             "short_patience": 0,
             "patience_ratio": 0.0,
             "patience_min": 0,
+            "surrogate_noise_floor": 1e-4,
             "incumbent_every": 0,
             "cost_power": 0.0,
             **options,
@@ -268,6 +275,8 @@ class LatentBOConfig:
             raise ProlasError("warm_start must be at least 0")
         if self.short_patience < 0:
             raise ProlasError("short_patience must be at least 0 (0: no patience stop)")
+        if not self.surrogate_noise_floor > 0.0:
+            raise ProlasError("surrogate_noise_floor must be positive")
         if not self.patience_ratio >= 0.0 or self.patience_min < 0:
             raise ProlasError(
                 "patience_ratio and patience_min must be at least 0 (ratio 0: a fixed window)"
@@ -893,7 +902,14 @@ class _ExpressionGP:
                 train = registry.indices(keys)
                 # the distances of every candidate to the training expressions, kept densely
                 registry.anchor(train)
-                fit = OTGP.fit(registry, train, lls, init=self.hypers, max_iter=50)
+                fit = OTGP.fit(
+                    registry,
+                    train,
+                    lls,
+                    init=self.hypers,
+                    max_iter=50,
+                    noise_floor=search.opt.surrogate_noise_floor,
+                )
                 self.hypers = fit.raw
                 mean, var = fit.predict(registry.indices([e for _, e in cands]))
                 size = torch.tensor([self.n_params(e) for _, e in cands], dtype=mean.dtype)

@@ -13,7 +13,8 @@ a PROLAS step's surrogate fit. For training expressions with distances ``d_ij``,
 
 with ``s_y`` the sample standard deviation (1 if it is 0), ``alpha, beta, alpha_bar,
 beta_bar = l + (u - l) sigmoid(raw)`` in ``[l, u] = [1e-4, 1e3]``, ``sigma^2 =
-softplus(raw) + 1e-4`` and a free constant mean ``c``. An indefinite K (smallest
+softplus(raw) + sigma_min^2`` (the noise floor, 1e-4 by default) and a free constant
+mean ``c``. An indefinite K (smallest
 eigenvalue ``lambda < -1e-10 max|lambda|``) gets ``-lambda (1 + 1e-8) + 1e-12`` added to
 its diagonal, as :meth:`OTKernel._repair` does. The fit maximises the exact marginal
 log-likelihood per point,
@@ -62,11 +63,13 @@ _INITIAL["beta_bar"] = 5.0
 _TOL = 1e-10  # eigenvalues above -tol * max|lambda| count as non-negative
 
 
-def default_raw() -> torch.Tensor:
-    """The raw hyperparameters of a fresh fit: noise 0.1, c = 0, alpha = beta =
-    alpha_bar = 0.5, beta_bar = 5 (:class:`OTKernel`'s and ``fit_surrogate``'s start)."""
+def default_raw(noise_floor: float = _NOISE_FLOOR) -> torch.Tensor:
+    """The raw hyperparameters of a fresh fit: noise 0.1 (the floor plus 0.01 when the
+    floor is 0.09 or more), c = 0, alpha = beta = alpha_bar = 0.5, beta_bar = 5
+    (:class:`OTKernel`'s and ``fit_surrogate``'s start)."""
     lo, hi = OT_GP_BOUNDS
-    noise = torch.tensor(_INITIAL["noise"] - _NOISE_FLOOR, dtype=torch.float64)
+    excess = max(_INITIAL["noise"] - noise_floor, 0.01)
+    noise = torch.tensor(excess, dtype=torch.float64)
     raw = [noise + torch.log(-torch.expm1(-noise)), torch.tensor(0.0, dtype=torch.float64)]
     for name in NAMES[2:]:
         p = torch.tensor((_INITIAL[name] - lo) / (hi - lo), dtype=torch.float64)
@@ -74,10 +77,12 @@ def default_raw() -> torch.Tensor:
     return torch.stack(raw)
 
 
-def _unpack(raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _unpack(
+    raw: torch.Tensor, noise_floor: float = _NOISE_FLOOR
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(sigma^2, c, (alpha, beta, alpha_bar, beta_bar))`` from the raw values."""
     lo, hi = OT_GP_BOUNDS
-    return softplus(raw[0]) + _NOISE_FLOOR, raw[1], torch.sigmoid(raw[2:]) * (hi - lo) + lo
+    return softplus(raw[0]) + noise_floor, raw[1], torch.sigmoid(raw[2:]) * (hi - lo) + lo
 
 
 def _kernel(theta: torch.Tensor, d: torch.Tensor, db: torch.Tensor) -> torch.Tensor:
@@ -119,6 +124,7 @@ class OTGP:
         raw: the fitted raw hyperparameters (:data:`NAMES` order), for a warm start.
         mll: the marginal log-likelihood of the standardised targets (summed over points).
         repaired: whether the training Gram matrix needed jitter.
+        noise_floor: the least noise variance ``sigma_min^2`` (standardised units).
     """
 
     def __init__(
@@ -128,15 +134,17 @@ class OTGP:
         y: np.ndarray,
         raw: torch.Tensor,
         mll: float,
+        noise_floor: float = _NOISE_FLOOR,
     ) -> None:
         self.registry = registry
+        self.noise_floor = noise_floor
         self.train = list(train)
         self.raw = raw.detach().clone()
         self.mll = mll
         y = np.asarray(y, dtype=np.float64)
         self.y_mean, self.y_std = _standardisation(y)
         ys = torch.as_tensor((y - self.y_mean) / self.y_std)
-        self.noise, self.constant, self.theta = (t.detach() for t in _unpack(self.raw))
+        self.noise, self.constant, self.theta = (t.detach() for t in _unpack(self.raw, noise_floor))
         d, db = (torch.as_tensor(a) for a in registry.distances(self.train, self.train))
         k, self.repaired = _repair(_kernel(self.theta, d, db))
         self.prior_var = float(k.diagonal().max())
@@ -159,10 +167,14 @@ class OTGP:
         y: np.ndarray | list[float],
         init: torch.Tensor | None = None,
         max_iter: int = 50,
+        noise_floor: float = _NOISE_FLOOR,
     ) -> OTGP:
         """Fit on distinct registry indices ``train`` with targets ``y`` by L-BFGS from
-        ``init`` (raw values; :func:`default_raw` if None). If the optimiser fails or
-        produces a non-finite loss, the best finite state is kept (a warning says so)."""
+        ``init`` (raw values; :func:`default_raw` if None), the noise variance at least
+        ``noise_floor``. If the optimiser fails or produces a non-finite loss, the best
+        finite state is kept (a warning says so)."""
+        if not noise_floor > 0.0:
+            raise ValueError(f"noise_floor must be positive, got {noise_floor}")
         if len(set(train)) != len(train):
             raise ValueError("training expressions must be distinct")
         y = np.asarray(y, dtype=np.float64)
@@ -171,12 +183,13 @@ class OTGP:
         d, db = (torch.as_tensor(a) for a in registry.distances(train, train))
         n = len(train)
         eye = torch.eye(n, dtype=torch.float64)
-        raw = torch.nn.Parameter((default_raw() if init is None else init).detach().clone())
+        start = default_raw(noise_floor) if init is None else init
+        raw = torch.nn.Parameter(start.detach().clone())
         opt = torch.optim.LBFGS([raw], lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe")
         best: dict = {"loss": math.inf, "raw": None}
 
         def closure() -> torch.Tensor:
-            loss, raw.grad = _objective(raw.detach(), d, db, ys, eye)
+            loss, raw.grad = _objective(raw.detach(), d, db, ys, eye, noise_floor)
             if math.isfinite(loss) and loss < best["loss"]:
                 best["loss"], best["raw"] = loss, raw.detach().clone()
             return torch.tensor(loss, dtype=torch.float64)
@@ -187,7 +200,7 @@ class OTGP:
             warnings.warn(f"surrogate fit stopped early: {exc}", NumericsWarning, stacklevel=2)
         if best["raw"] is None:
             raise RuntimeError("surrogate fit: no finite marginal likelihood")
-        return cls(registry, train, y, best["raw"], -best["loss"] * n)
+        return cls(registry, train, y, best["raw"], -best["loss"] * n, noise_floor)
 
     def predict(self, cands: list[int] | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """Posterior mean and variance of the noise-free f at registry indices
@@ -201,7 +214,12 @@ class OTGP:
 
 
 def _objective(
-    raw: torch.Tensor, d: torch.Tensor, db: torch.Tensor, ys: torch.Tensor, eye: torch.Tensor
+    raw: torch.Tensor,
+    d: torch.Tensor,
+    db: torch.Tensor,
+    ys: torch.Tensor,
+    eye: torch.Tensor,
+    noise_floor: float = _NOISE_FLOOR,
 ) -> tuple[float, torch.Tensor]:
     """Minus the marginal log-likelihood per point (module docstring) and its gradient
     in the raw values. With ``Sigma = L L^T``, ``a = Sigma^{-1} r`` and ``W = Sigma^{-1}
@@ -212,7 +230,7 @@ def _objective(
     (``sigmoid`` for softplus, ``(u - l) s (1 - s)`` for the box). A failed factorisation
     raises; a non-finite loss comes back as such."""
     n = len(ys)
-    noise, c, theta = _unpack(raw)
+    noise, c, theta = _unpack(raw, noise_floor)
     e1, e2 = torch.exp(-theta[1] * d), torch.exp(-theta[3] * db)
     k, _ = _repair(theta[0] * e1 + theta[2] * e2)
     chol = _cholesky(k + noise * eye, tries=4, first=1e-8)
