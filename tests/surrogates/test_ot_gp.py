@@ -197,3 +197,42 @@ def test_objective_gradient_is_autograds(data) -> None:
         reference.backward()
         assert loss == pytest.approx(reference.detach().item(), rel=1e-8)
         np.testing.assert_allclose(grad.numpy(), r.grad.numpy(), rtol=1e-6, atol=1e-9)
+
+
+def test_a_noise_floor_bounds_the_fitted_noise_and_widens_predictions(data) -> None:
+    """With nearly noiseless targets the fit takes the least noise it may; a higher
+    floor is respected, keeps the objective's gradient exact at that floor, and leaves
+    every prediction at least as uncertain (the predictive of a new observation)."""
+    from prolas.surrogates.ot_gp import _objective, default_raw
+
+    surrogate, train, cands, _ = data
+    registry = surrogate.registry
+    idx = registry.indices(train)
+    y = np.array([len(e) / 10 + e.count("PER") for e in train])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)
+        tight = OTGP.fit(registry, idx, y, max_iter=100)
+        loose = OTGP.fit(registry, idx, y, max_iter=100, noise_floor=0.05)
+    assert tight.hyperparameters["noise"] < 1e-3
+    assert loose.hyperparameters["noise"] >= 0.05 and loose.noise_floor == 0.05
+    _, v1 = tight.predict(registry.indices(cands))
+    _, v2 = loose.predict(registry.indices(cands))
+    s1 = v1 + tight.noise * tight.y_std**2
+    s2 = v2 + loose.noise * loose.y_std**2
+    assert bool((s2 >= 0.99 * s1).all())
+    # the closed-form gradient at a floor other than the default is autograd's
+    d, db = (torch.as_tensor(a) for a in registry.distances(idx, idx))
+    ys = torch.as_tensor((y - y.mean()) / y.std(ddof=1))
+    eye = torch.eye(len(idx), dtype=torch.float64)
+    raw = default_raw(0.05)
+    assert torch.isfinite(raw).all() and torch.isfinite(default_raw(0.2)).all()
+    loss, grad = _objective(raw, d, db, ys, eye, 0.05)
+    h = 1e-6
+    for j in range(len(raw)):
+        step = torch.zeros_like(raw)
+        step[j] = h
+        up, _ = _objective(raw + step, d, db, ys, eye, 0.05)
+        down, _ = _objective(raw - step, d, db, ys, eye, 0.05)
+        assert float(grad[j]) == pytest.approx((up - down) / (2 * h), rel=1e-4, abs=1e-7)
+    with pytest.raises(ValueError, match="noise_floor"):
+        OTGP.fit(registry, idx, y, noise_floor=0.0)
