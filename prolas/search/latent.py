@@ -152,7 +152,8 @@ class LatentBOConfig:
         surrogate_noise_floor: the least noise variance of the OT surrogate, in units of
             the standardised targets (1e-4, as GPyTorch's default constraint). A BIC is a
             deterministic function of its expression at a fit seed, so the fitted noise
-            sits at the floor and the surrogate interpolates
+            sits at the floor and the surrogate interpolates; 1e-3 was measured on the
+            M3 tuning half and changed the searches little
             (``benchmarks/results/surrogate_noise/``).
         incumbent_every: every ``incumbent_every``-th BO step is an incumbent step: the
             acquisition ranks only the grammar edits of the best point so far (CKS's moves
