@@ -15,8 +15,8 @@ with ``s_y`` the sample standard deviation (1 if it is 0), ``alpha, beta, alpha_
 beta_bar = l + (u - l) sigmoid(raw)`` in ``[l, u] = [1e-4, 1e3]``, ``sigma^2 =
 softplus(raw) + sigma_min^2`` (the noise floor, 1e-4 by default) and a free constant
 mean ``c``. An indefinite K (smallest eigenvalue ``lambda < -1e-10 max|lambda|``) gets
-``-lambda (1 + 1e-8) + 1e-12`` added to its diagonal, as :meth:`OTKernel._repair` does. The fit maximises the exact marginal
-log-likelihood per point,
+``-lambda (1 + 1e-8) + 1e-12`` added to its diagonal, as :meth:`OTKernel._repair` does.
+The fit maximises the exact marginal log-likelihood per point,
 
 .. math::
 
