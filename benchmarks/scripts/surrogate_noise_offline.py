@@ -21,6 +21,7 @@ units of the targets (nats):
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import warnings
@@ -35,6 +36,10 @@ from prolas.errors import NumericsWarning
 from prolas.limits import INITIAL_DESIGN
 from prolas.surrogates.ot import ExpressionRegistry
 from prolas.surrogates.ot_gp import OTGP
+
+# ``prolas.search`` the package is shadowed by the ``search`` function ``prolas`` exports
+latent = importlib.import_module("prolas.search.latent")
+failed_fit_target = latent.failed_fit_target
 
 
 def journal_rows(path: Path) -> list[dict]:
@@ -105,13 +110,12 @@ def replay(rows: list[dict], floors: list[float], n_init: int = INITIAL_DESIGN) 
 
 
 def _targets(rows: list[dict]) -> list[float]:
-    """The search's targets (``_LatentSearch.targets``): BIC, failures at ``worst -
-    max(1, 0.1 (best - worst))``."""
+    """The search's targets (``_LatentSearch.targets``): BIC, failures at the search's
+    pessimistic value (:func:`failed_fit_target` with the default margin)."""
     ok = [r["bic"] for r in rows if r.get("status") == "ok" and r.get("bic") is not None]
     if not ok:
         return [0.0] * len(rows)
-    lo, hi = min(ok), max(ok)
-    bad = lo - max(1.0, 0.1 * (hi - lo))
+    bad = failed_fit_target(ok, latent.LatentBOConfig().margin)
     return [r["bic"] if r.get("status") == "ok" and r.get("bic") is not None else bad for r in rows]
 
 

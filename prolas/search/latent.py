@@ -148,7 +148,9 @@ class LatentBOConfig:
             short_patience)``, ``i*`` the first evaluation at which the best so far was
             reached (within ``BIC_TIE``), so a search whose best came early stops sooner
             and one still improving late keeps the full ``short_patience``. 0 (default):
-            the fixed window ``short_patience``.
+            the fixed window ``short_patience``; on the M3 tuning half the relative
+            window kept no more series than a fixed one of the same median stop
+            (``benchmarks/results/adaptive_stop/``).
         surrogate_noise_floor: the least noise variance of the OT surrogate, in units of
             the standardised targets (1e-4, as GPyTorch's default constraint). A BIC is a
             deterministic function of its expression at a fit seed, so the fitted noise
@@ -288,6 +290,13 @@ class LatentBOConfig:
             raise ProlasError("incumbent_every must be at least 0 (0: no incumbent steps)")
 
 
+def failed_fit_target(ok: Sequence[float], margin: float) -> float:
+    """The surrogate's target for a failed fit, given the successful BICs ``ok`` (at
+    least one): ``worst - max(1, margin * (best - worst))`` (``LatentBOConfig.margin``)."""
+    lo, hi = min(ok), max(ok)
+    return lo - max(1.0, margin * (hi - lo))
+
+
 def patience_spent(
     best_after: Sequence[float], k: int, n_init: int, ratio: float = 0.0, k_min: int = 0
 ) -> bool:
@@ -391,8 +400,7 @@ class _LatentSearch:
         ok = [e.bic for e in evs if e is not None and e.ok]
         if not ok:
             return torch.zeros(len(evs), 1, dtype=DTYPE)
-        lo, hi = min(ok), max(ok)
-        bad = lo - max(1.0, self.opt.margin * (hi - lo))
+        bad = failed_fit_target(ok, self.opt.margin)
         return torch.tensor([[e.bic if e is not None and e.ok else bad] for e in evs], dtype=DTYPE)
 
     def _half_log_n(self) -> float:

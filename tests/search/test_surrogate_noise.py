@@ -97,3 +97,11 @@ def test_the_offline_replay_predicts_each_later_success_once_per_floor(tmp_path)
     # both floors predict the same recorded path: the same points, the same truths
     a, b = (table[table.floor == f].reset_index() for f in (1e-4, 0.05))
     assert list(a.step) == list(b.step) and list(a.y) == list(b.y)
+
+
+def test_a_failed_fit_is_scored_below_the_worst_success() -> None:
+    from prolas.search.latent import failed_fit_target
+
+    assert failed_fit_target([0.0, 5.0], 0.1) == -1.0  # at least 1 below the worst
+    assert failed_fit_target([0.0, 100.0], 0.1) == pytest.approx(-10.0)  # 10 % of the range
+    assert failed_fit_target([3.0], 0.1) == 2.0
