@@ -41,7 +41,7 @@ LENGTHSCALE_FLOOR = 1.0
 WARM_FITS = False
 
 #: ``--forecast`` choices (:data:`prolas.report.forecast.FORECAST_METHODS` is this tuple).
-FORECAST_METHODS = ("best", "bma", "rolling", "rolling-mix")
+FORECAST_METHODS = ("best", "bma", "rolling", "rolling-mix", "horizon-mix")
 #: The forecast ``prolas fit --horizon`` writes: the top models mixed by their rolling-origin
 #: log predictive density on the end of the training data (pseudo-BMA). Chosen on the tuning
 #: series over fit seeds 0-2 (benchmarks/results/extrapolation/forecast_choice/README.md,

@@ -96,6 +96,9 @@ __all__ = [
     "MAX_HORIZON",
     "BAND_SCALE_BOUNDS",
     "band_scale",
+    "HorizonCheck",
+    "horizon_check",
+    "horizon_weights",
     "bic_weights",
     "forecast",
     "forecast_figure",
@@ -434,6 +437,7 @@ def forecast(
         raise ForecastError("weights apply to method='bma' only")
     fits, w = _as_fits(fit_or_fits, weights)
     check = None
+    pairs = None  # horizon-mix: its refitted check, reused by the refitted band
     if method == "best":
         fits, w = [max(fits, key=lambda f: f.bic)], np.ones(1)
     elif method == "rolling":
@@ -441,6 +445,8 @@ def forecast(
         fits, w = [pick], np.ones(1)
     elif method == "rolling-mix":
         w, check = rolling_weights(fits, dataset)
+    elif method == "horizon-mix":
+        w, check, pairs = horizon_weights(fits, dataset, _steps(dataset, x))
     elif w is None:
         w = bic_weights([f.bic for f in fits])
     means, sds = _components(fits, dataset, x)
@@ -448,8 +454,14 @@ def forecast(
     if band not in FORECAST_BANDS:
         raise ForecastError(f"unknown band {band!r}; choose from {FORECAST_BANDS}")
     if band != "model":
-        steps = math.ceil((float(np.max(x)) - float(dataset.x[-1])) / dataset.spacing - 1e-9)
-        scale, _ = band_scale(fits, dataset, w, max(1, steps), refit=band == "refitted")
+        scale, _ = band_scale(
+            fits,
+            dataset,
+            w,
+            _steps(dataset, x),
+            refit=band == "refitted",
+            check=pairs if band == "refitted" else None,
+        )
         sds = scale * sds
     mean = (w[:, None] * means).sum(0)
     tail = 0.5 * (1.0 - float(level))
@@ -471,6 +483,12 @@ def forecast(
         check=check,
         band_scale=float(scale),
     )
+
+
+def _steps(dataset: Dataset, x: np.ndarray) -> int:
+    """Steps of the data's spacing from its last input to the furthest of ``x`` (≥ 1)."""
+    steps = math.ceil((float(np.max(x)) - float(dataset.x[-1])) / dataset.spacing - 1e-9)
+    return max(1, steps)
 
 
 # --- the top models of a search --------------------------------------------------------
@@ -636,6 +654,90 @@ BAND_SCALE_BOUNDS = (0.5, 4.0)
 BAND_SCALE_MIN_POINTS = 10
 
 
+@dataclass(frozen=True, eq=False)
+class HorizonCheck:
+    """The (origin, point) pairs of a check at the forecast's own lead times.
+
+    Attributes:
+        y: the standardised observations predicted, shape ``(P,)``.
+        means, sds: each model's predictive mean and sd (with noise) of them, standardised,
+            shape ``(K, P)``.
+        n_origins: how many origins the pairs come from.
+        refit: whether each model was refitted on each origin's prefix.
+    """
+
+    y: np.ndarray
+    means: np.ndarray
+    sds: np.ndarray
+    n_origins: int
+    refit: bool
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.y.size)
+
+
+def horizon_check(
+    fits: Sequence[FitResult],
+    dataset: Dataset,
+    horizon: int,
+    *,
+    n_origins: int = 5,
+    refit: bool = False,
+) -> HorizonCheck | None:
+    """Forecasts of the data's own end at the forecast's lead times.
+
+    With ``H_c = min(horizon, n // 3)``, the origins are ``n_origins`` evenly spaced
+    indices in ``[n - 2 H_c, n - H_c]`` (at least ``n // 3`` and 2 points before each);
+    from each origin ``o`` every model (hyperparameters fixed at its fit on all the data,
+    or with ``refit`` refitted on ``x[:o]`` first, :func:`_refit`) is conditioned on
+    ``x[:o]`` and predicts the next ``H_c`` points (:func:`origin_split`). Cost: one
+    conditioning per origin and model, plus a warm one-restart refit each with ``refit``.
+
+    Returns:
+        the pairs, or None when the data leave no origin (``H_c < 1``).
+    """
+    fits, _ = _as_fits(fits, None)
+    n = dataset.n
+    h = min(int(horizon), n // 3)
+    first = max(n - 2 * h, n // 3, 2)
+    if h < 1 or first > n - h:
+        return None
+    origins = np.unique(np.linspace(first, n - h, n_origins).round().astype(int))
+    ys, means, sds = [], [], []
+    for o in origins:
+        prefix, x, y = origin_split(dataset, o, min(n, o + h))
+        m, sd = _components([_refit(f, prefix) for f in fits] if refit else fits, prefix, x)
+        ys.append(y)
+        means.append(m)
+        sds.append(sd)
+    return HorizonCheck(
+        y=np.concatenate(ys),
+        means=np.concatenate(means, axis=1),
+        sds=np.concatenate(sds, axis=1),
+        n_origins=int(origins.size),
+        refit=refit,
+    )
+
+
+def _scale_on(
+    check: HorizonCheck | None, w: np.ndarray, bounds: tuple[float, float]
+) -> tuple[float, int]:
+    """:func:`band_scale`'s factor on a check's pairs for the mixture weights ``w``."""
+    if check is None:
+        return 1.0, 0
+    if check.n_pairs < BAND_SCALE_MIN_POINTS:
+        return 1.0, check.n_pairs
+    grid = np.exp(np.linspace(math.log(bounds[0]), math.log(bounds[1]), 97))
+    scores = np.array(
+        [_mixture_log_density(check.y, check.means, g * check.sds, w).sum() for g in grid]
+    )
+    if not np.isfinite(scores).any():
+        return 1.0, check.n_pairs
+    best = int(np.nanargmax(np.where(np.isfinite(scores), scores, -np.inf)))
+    return float(grid[best]), check.n_pairs
+
+
 def band_scale(
     fits: Sequence[FitResult],
     dataset: Dataset,
@@ -645,6 +747,7 @@ def band_scale(
     n_origins: int = 5,
     bounds: tuple[float, float] = BAND_SCALE_BOUNDS,
     refit: bool = False,
+    check: HorizonCheck | None = None,
 ) -> tuple[float, int]:
     """The factor ``s`` on the components' predictive standard deviations under which
     the mixture best forecast the end of its own training data, ``(s, P)``.
@@ -653,12 +756,9 @@ def band_scale(
     likelihood, which scores how the data are explained, not how the model extrapolates:
     no uncertainty about the hyperparameters or the structure enters it, and a periodic
     model's band stops growing a few steps out. The factor measures how far off that is
-    at the forecast's own lead times. With ``H_c = min(horizon, n // 3)``, the origins
-    are ``n_origins`` evenly spaced indices in ``[n - 2 H_c, n - H_c]`` (at least
-    ``n // 3`` and 2 points before each); from each origin ``o`` the models
-    (hyperparameters fixed at their fit on all the data, mixed with ``weights``) are
-    conditioned on ``x[:o]`` and predict the next ``H_c`` points (:func:`origin_split`).
-    Over those ``P`` (origin, point) pairs,
+    at the forecast's own lead times: on the ``P`` (origin, point) pairs of
+    :func:`horizon_check` (``n_origins`` origins, ``H_c = min(horizon, n // 3)`` steps
+    from each; the models mixed with ``weights``),
 
         s = argmax_s  Σ_t log Σ_i w_i N(y_t; m_i(t), s² v_i(t)),
 
@@ -670,6 +770,8 @@ def band_scale(
     refit fails keeps its fit, as every model does on prefixes longer than
     :data:`prolas.limits.BAND_REFIT_LIMIT` points), so the forecasts at the origins are
     out of sample for the hyperparameters, though not for the choice of the models.
+    ``check``: pairs already computed (for the same models and data), instead of a new
+    check.
 
     Returns:
         ``(s, P)``; ``s = 1`` when the data leave fewer than
@@ -679,29 +781,69 @@ def band_scale(
     w = np.asarray(weights, dtype=np.float64).reshape(-1)
     if w.size != len(fits):
         raise ForecastError(f"{w.size} weights for {len(fits)} models")
-    n = dataset.n
-    h = min(int(horizon), n // 3)
-    first = max(n - 2 * h, n // 3, 2)
-    if h < 1 or first > n - h:
-        return 1.0, 0
-    origins = np.unique(np.linspace(first, n - h, n_origins).round().astype(int))
-    ys, means, sds = [], [], []
-    for o in origins:
-        prefix, x, y = origin_split(dataset, o, min(n, o + h))
-        m, sd = _components([_refit(f, prefix) for f in fits] if refit else fits, prefix, x)
-        ys.append(y)
-        means.append(m)
-        sds.append(sd)
-    y, m, sd = np.concatenate(ys), np.concatenate(means, axis=1), np.concatenate(sds, axis=1)
-    if y.size < BAND_SCALE_MIN_POINTS:
-        return 1.0, int(y.size)
-    grid = np.exp(np.linspace(math.log(bounds[0]), math.log(bounds[1]), 97))
-    scores = np.array([_mixture_log_density(y, m, g * sd, w).sum() for g in grid])
-    if not np.isfinite(scores).any():
-        return 1.0, int(y.size)
-    return float(grid[int(np.nanargmax(np.where(np.isfinite(scores), scores, -np.inf)))]), int(
-        y.size
+    if check is None:
+        check = horizon_check(fits, dataset, horizon, n_origins=n_origins, refit=refit)
+    elif check.means.shape[0] != w.size:
+        raise ForecastError(f"a check of {check.means.shape[0]} models for {w.size} weights")
+    return _scale_on(check, w, bounds)
+
+
+def horizon_weights(
+    fits: Sequence[FitResult], dataset: Dataset, horizon: int, *, n_origins: int = 5
+) -> tuple[np.ndarray, pd.DataFrame | None, HorizonCheck | None]:
+    """Mixture weights from forecasts at the forecast's own lead times, out of sample for
+    the hyperparameters.
+
+    On the pairs of :func:`horizon_check` with ``refit=True`` (each model refitted on
+    each origin's prefix, forecasting ``H_c = min(horizon, n // 3)`` steps), model i's
+    summed log predictive density ``L_i = Σ_t log p(y_t | y_<o, M_i)`` gives
+
+        w_i = exp(L_i - max_j L_j) / Σ_k exp(L_k - max_j L_j),
+
+    pseudo-BMA (Yao et al. 2018) as :func:`rolling_weights`, but on forecasts as far
+    ahead as the forecast (up to a third of the data) from hyperparameters that did not
+    see the points scored. A model whose extrapolation fails a few steps out (a
+    polynomial trend, a sharpened periodic shape) loses its weight here even when it fit
+    the data's end well. With fewer than :data:`BAND_SCALE_MIN_POINTS` pairs the weights
+    are :func:`rolling_weights`'s. Non-finite scores get weight 0; if none is finite, the
+    BIC weights.
+
+    Returns:
+        ``(w, table, check)``: the weights ``(K,)`` in the order of the successful
+        ``fits``; the table (``model``, ``bic``, ``bic_weight``, ``rmse`` and ``mlpd`` of
+        the check in y's units, ``n_predictions``, ``n_origins``, ``horizon_weight``;
+        None for one model); the check's pairs (None for one model or a fallback), for
+        :func:`band_scale` to reuse.
+    """
+    fits, _ = _as_fits(fits, None)
+    if len(fits) == 1:
+        return np.ones(1), None, None
+    check = horizon_check(fits, dataset, horizon, n_origins=n_origins, refit=True)
+    if check is None or check.n_pairs < BAND_SCALE_MIN_POINTS:
+        w, table = rolling_weights(fits, dataset)
+        return w, table, None
+    lpd = _log_normal(check.y, check.means, check.sds)  # (K, P)
+    total = lpd.sum(axis=1)
+    if np.isfinite(total).any():
+        total = np.where(np.isfinite(total), total, -np.inf)
+        w = np.exp(total - total.max())
+        w = w / w.sum()
+    else:
+        w = bic_weights([f.bic for f in fits])
+    err = check.y[None, :] - check.means
+    table = pd.DataFrame(
+        {
+            "model": [f.expression for f in fits],
+            "bic": [f.bic for f in fits],
+            "bic_weight": bic_weights([f.bic for f in fits]),
+            "rmse": np.sqrt(np.mean(err**2, axis=1)) * dataset.y_std,
+            "mlpd": lpd.mean(axis=1) - math.log(dataset.y_std),
+            "n_predictions": check.n_pairs,
+            "n_origins": check.n_origins,
+            "horizon_weight": w,
+        }
     )
+    return w, table, check
 
 
 def _refit(fit: FitResult, prefix: Dataset) -> FitResult:

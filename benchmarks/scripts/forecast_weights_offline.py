@@ -1,0 +1,198 @@
+"""The default forecast's mixture weights against other weightings, on the same fits.
+
+Reads the series folders of a ``prolas bench --forecast SUITE`` run (``RUN/prolas/<series>/``:
+the search's journal with every fit, and ``test_predictive.json``), rebuilds each
+search's top K distinct models from the journal (the highest BIC first, as
+:func:`prolas.report.forecast.top_fits` orders them), and forecasts the test inputs with
+each candidate through :func:`prolas.report.forecast.forecast`:
+
+* ``R0``: the run's own forecast (its method, models and band; its scores must come out
+  again — a mismatch is an error);
+* ``H5``, ``H10``: ``horizon-mix`` over the top 5 or 10 models, band ``refitted``
+  (:func:`prolas.report.forecast.horizon_weights`).
+
+The search and its fits are the same for every candidate, so the comparison is paired
+and free of search and fit noise. Prints the means per candidate (MASE, coverage,
+interval score, CRPS, forecast seconds) and the paired sign test and bootstrap interval
+of each candidate against R0 (:mod:`prolas.bench.paired`); writes one row per (series,
+candidate).
+
+    OMP_NUM_THREADS=1 python benchmarks/scripts/forecast_weights_offline.py RUN \\
+        --half tuning --candidates R0,H5,H10 --workers 2 --out tuning_seed1.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from prolas.bench.forecast_bench import suite_series
+from prolas.bench.paired import bootstrap_interval, differences, sign_test, verdict
+from prolas.gp import FitResult, hold_unseen_transitions
+from prolas.report.forecast import forecast
+from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_naive_scale
+
+SCORES = ("mase", "rmse", "coverage", "interval_score_scaled", "crps_scaled")
+CANDIDATES = {"R0": None, "H5": ("horizon-mix", 5), "H10": ("horizon-mix", 10)}
+
+
+def journal_fits(path: Path, n: int) -> dict[str, FitResult]:
+    """Every successful fit of a search journal by expression (a repair's line, later in
+    the journal, replaces the fit it repaired), in the journal's order."""
+    fits: dict[str, FitResult] = {}
+    for line in path.read_text().splitlines()[1:]:
+        entry = json.loads(line)
+        doc = entry.get("fit")
+        if entry.get("status") == "ok" and doc:
+            fits[entry["expression"]] = FitResult.from_json(doc, n)
+    return fits
+
+
+def ranked(fits: dict[str, FitResult], k: int) -> list[FitResult]:
+    """The ``k`` highest-BIC fits (ties: first fitted first)."""
+    order = sorted(enumerate(fits.values()), key=lambda t: (-t[1].bic, t[0]))
+    return [f for _, f in order[:k]]
+
+
+def series_rows(run: Path, series, season_length: int, candidates: list[str]) -> list[dict]:
+    """One row per candidate for one series ([] when the run has no test forecast)."""
+    folder = run / "prolas" / series.folder
+    pred_path = folder / "test_predictive.json"
+    if not pred_path.exists() or series.train is None:
+        return []
+    pred = json.loads(pred_path.read_text())
+    train = series.train
+    fits = journal_fits(folder / "journal.jsonl", train.n)
+    scale = seasonal_naive_scale(train.y, season_length)
+    rows = []
+    for name in candidates:
+        if CANDIDATES[name] is None:
+            models = [fits[m] for m in pred["models"]]
+            method, band = pred["method"], pred.get("band", "refitted")
+        else:
+            method, k = CANDIDATES[name]
+            models, band = ranked(fits, k), "refitted"
+        models = [hold_unseen_transitions(f, train) for f in models]
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fc = forecast(models, train, x_new=series.test_x, method=method, band=band)
+        seconds = time.perf_counter() - t0
+        scores = score_forecast(series.test_y, forecast_predictive(fc), scale)
+        if name == "R0":
+            for key in ("mase", "coverage", "interval_score_scaled", "crps_scaled"):
+                if not math.isclose(scores[key], pred["scores"][key], rel_tol=1e-6, abs_tol=1e-9):
+                    raise SystemExit(
+                        f"{series.name}: {key} {scores[key]} does not reproduce the run's "
+                        f"{pred['scores'][key]}"
+                    )
+        top = int(np.argmax(fc.weights))
+        rows.append(
+            {
+                "series": series.name,
+                "candidate": name,
+                **{key: scores[key] for key in SCORES},
+                "band_scale": fc.band_scale,
+                "seconds": seconds,
+                "top_model": fc.models[top],
+                "top_weight": fc.weights[top],
+                "models": " | ".join(f"{m}:{w:.2f}" for m, w in zip(fc.models, fc.weights)),
+            }
+        )
+    return rows
+
+
+def _job(args: tuple) -> list[dict]:
+    return series_rows(*args)
+
+
+def summary(table: pd.DataFrame, candidates: list[str]) -> list[str]:
+    """Markdown: the means per candidate, then each candidate against R0, paired."""
+    lines = [
+        "| candidate | series | MASE | RMSE/R0 (median) | coverage | interval score | CRPS | "
+        "band factor (median) | s per series |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    wide = {c: table[table.candidate == c].set_index("series") for c in candidates}
+    base = wide.get("R0")
+    for c in candidates:
+        t = wide[c]
+        ratio = (t["rmse"] / base["rmse"]).median() if base is not None else math.nan
+        lines.append(
+            f"| {c} | {len(t)} | {t['mase'].mean():.4f} | {ratio:.3f} | "
+            f"{t['coverage'].mean():.3f} | {t['interval_score_scaled'].mean():.3f} | "
+            f"{t['crps_scaled'].mean():.4f} | {t['band_scale'].median():.2f} | "
+            f"{t['seconds'].mean():.2f} |"
+        )
+    if base is None:
+        return lines
+    lines += [
+        "",
+        "Against R0 (negative: the candidate is better; coverage as |coverage - 0.95|):",
+        "",
+    ]
+    for c in candidates:
+        if c == "R0":
+            continue
+        t = wide[c].loc[base.index]
+        for key in ("mase", "coverage", "interval_score_scaled", "crps_scaled"):
+            a, b = t[key].to_numpy(), base[key].to_numpy()
+            if key == "coverage":
+                a, b = np.abs(a - 0.95), np.abs(b - 0.95)
+            d = differences(a, b, key)
+            better, worse, ties, p = sign_test(d)
+            mean, low, high = bootstrap_interval(d)
+            lines.append(
+                f"* {c} {key}: better on {better}, worse on {worse}, tied {ties} "
+                f"(p = {p:.2g}); mean difference {mean:+.4f} [{low:+.4f}, {high:+.4f}]: "
+                f"{verdict(low, high, better, worse, p, c, 'R0')}"
+            )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", type=Path, help="the --out folder of a prolas bench --forecast run")
+    ap.add_argument("--suite", default="m3-monthly")
+    ap.add_argument("--half", default="all")
+    ap.add_argument("--data-dir", default="data")
+    ap.add_argument("--candidates", default="R0,H5,H10")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--out", type=Path, help="CSV of the rows")
+    ap.add_argument("--markdown", type=Path, help="the summary as a markdown file")
+    args = ap.parse_args(argv)
+    candidates = [c.strip() for c in args.candidates.split(",") if c.strip()]
+    unknown = [c for c in candidates if c not in CANDIDATES]
+    if unknown:
+        ap.error(f"unknown candidates {unknown}; choose from {', '.join(CANDIDATES)}")
+    jobs = [
+        (args.run, s, s.season_length or 12, candidates)
+        for s, _ in suite_series(args.suite, args.data_dir, args.half)
+    ]
+    rows: list[dict] = []
+    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        for i, part in enumerate(pool.map(_job, jobs), 1):
+            rows.extend(part)
+            if part:
+                print(f"{i}/{len(jobs)} {part[0]['series']}", file=sys.stderr)
+    table = pd.DataFrame(rows)
+    if args.out:
+        table.to_csv(args.out, index=False)
+    text = "\n".join(summary(table, candidates))
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
