@@ -210,12 +210,16 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         "chosen on the tuning series: benchmarks/RESULTS.md, 'How the defaults were "
         "chosen'); bma = their mixture weighted by exp(BIC); best = the best-BIC model's "
         "predictive; rolling = the predictive of the one of the top models that forecast the "
-        "last 10%% of the training data best (same 5 origins, lowest RMSE)",
+        "last 10%% of the training data best (same 5 origins, lowest RMSE); horizon-mix = "
+        "the same mixture, weighted instead by forecasts up to H steps ahead (at most a "
+        "third of the data) from 5 origins with each model refitted on the points before "
+        "each origin",
     )
     g.add_argument(
         "--forecast-models",
         metavar="K",
-        help=f"with --forecast bma, rolling or rolling-mix: mix or choose from the K best "
+        help=f"with --forecast bma, rolling, rolling-mix or horizon-mix: mix or choose from the "
+        f"K best "
         f"distinct models of the search (default "
         f"{FORECAST_MODELS}; refitted on all points when the search ran on a subsample)",
     )

@@ -232,7 +232,7 @@ def _write_forecast(
     picked = {f.expression: f for f in fits}.get(fc.models[top]) if dominant else None
     written.append(plot_forecast(out / "forecast.png", fc, dataset, fit=picked))
     scores = ""
-    if fc.check is not None:  # rolling and rolling-mix: the check's scores per model
+    if fc.check is not None:  # rolling, rolling-mix, horizon-mix: the check's scores
         fc.check.to_csv(out / "forecast_check.csv", index=False)
         written.append(out / "forecast_check.csv")
         scores = "; scores in forecast_check.csv"
@@ -242,6 +242,12 @@ def _write_forecast(
         how = f"{fc.models[0]} (rolling-origin pick of {len(fits)} models{scores})"
     elif method == "rolling-mix":
         how = "mixture weighted by each model's forecast of the last 10% of the data: "
+        how += ", ".join(f"{m} ({w:.2f})" for m, w in zip(fc.models, fc.weights)) + scores
+    elif method == "horizon-mix":
+        how = (
+            "mixture weighted by each model's forecasts of the data's end up to "
+            f"{min(horizon, dataset.n // 3)} steps ahead, refitted before each origin: "
+        )
         how += ", ".join(f"{m} ({w:.2f})" for m, w in zip(fc.models, fc.weights)) + scores
     else:
         how = "BIC-weighted mixture of " + ", ".join(

@@ -53,6 +53,14 @@ the end of the data it was fitted on. The hyperparameters stay those fitted on a
 data (refitting them on each prefix was measured and forecast worse:
 ``benchmarks/results/extrapolation/forecast_choice/``).
 
+Horizon mixture (``method="horizon-mix"``, :func:`horizon_weights`; an option, not the
+default: ``benchmarks/results/forecast_horizon_check/``). The same pseudo-BMA weights,
+from forecasts at the forecast's own lead times instead: ``H_c = min(H, n // 3)`` steps
+from 5 origins in ``[n - 2 H_c, n - H_c]``, each model refitted on the points before
+each origin (:func:`horizon_check`), so a model whose extrapolation fails some steps out
+loses its weight even when it fit the data's end. Its ``refitted`` band factor is
+cross-fitted over the origins (:func:`horizon_band_scale`).
+
 Place in the layers: a forecast is part of what the user gets after a search
 (forecast.csv, forecast.png), so it lives in the report layer. The mixture's maths
 (:func:`bic_weights`, :func:`mixture_cdf`, :func:`mixture_quantiles`) stays here with
@@ -99,6 +107,8 @@ __all__ = [
     "HorizonCheck",
     "horizon_check",
     "horizon_weights",
+    "horizon_band_scale",
+    "held_out_weights",
     "bic_weights",
     "forecast",
     "forecast_figure",
@@ -141,7 +151,7 @@ class Forecast:
         lower, upper: the central ``level`` predictive interval (y's original units).
         level: probability mass between ``lower`` and ``upper`` (0.95 by default).
         method: one of :data:`FORECAST_METHODS` (``"best"``, ``"bma"``, ``"rolling"``,
-            ``"rolling-mix"``).
+            ``"rolling-mix"``, ``"horizon-mix"``).
         models: the expressions of the mixture's components (one for ``best`` and
             ``rolling``).
         weights: their weights (sum 1).
@@ -149,7 +159,7 @@ class Forecast:
             original units, shape ``(len(models), m)``; :meth:`log_density` uses them.
         check: ``rolling`` and ``rolling-mix``: the :func:`rolling_origin_check` table
             the model was picked from or the weights came from (one row per candidate
-            model); ``None`` otherwise.
+            model); ``horizon-mix``: :func:`horizon_weights`'s table; ``None`` otherwise.
         band_scale: the factor the components' standard deviations were multiplied by
             (:func:`band_scale`; 1 when the band is the models' own).
     """
@@ -300,10 +310,13 @@ def _log_normal(y: np.ndarray, means: np.ndarray, sds: np.ndarray) -> np.ndarray
 def _mixture_log_density(
     y: np.ndarray, means: np.ndarray, sds: np.ndarray, weights: Sequence[float]
 ) -> np.ndarray:
-    """``log Σ_i w_i N(y; m_i, s_i²)`` per point, by log-sum-exp."""
+    """``log Σ_i w_i N(y; m_i, s_i²)`` per point, by log-sum-exp; ``weights`` ``(K,)``, or
+    ``(K, points)`` for weights that differ between points."""
     with np.errstate(divide="ignore"):  # a zero weight is log 0 = -inf: no contribution
         log_w = np.log(np.asarray(weights, dtype=np.float64))
-    return logsumexp(_log_normal(y, means, sds) + log_w[:, None], axis=0)
+    if log_w.ndim == 1:  # one weight per component, (K,); else per point, (K, points)
+        log_w = log_w[:, None]
+    return logsumexp(_log_normal(y, means, sds) + log_w, axis=0)
 
 
 # --- the forecast ----------------------------------------------------------------------
@@ -401,7 +414,9 @@ def forecast(
             Gaussian predictive), ``"bma"`` (the BIC-weighted mixture of all the models;
             see the module docstring) or ``"rolling"`` (the Gaussian predictive of the
             model that forecast the end of the training data best,
-            :func:`rolling_pick`). With one model, every method is that model's
+            :func:`rolling_pick`) or ``"horizon-mix"`` (the mixture weighted by forecasts
+            at the forecast's lead times from refitted hyperparameters,
+            :func:`horizon_weights`). With one model, every method is that model's
             predictive.
         level: probability of the central band (0.95: the 2.5 % and 97.5 % quantiles).
         weights: ``bma`` only: the mixture weights (normalised) instead of BIC weights.
@@ -453,15 +468,11 @@ def forecast(
     scale = 1.0
     if band not in FORECAST_BANDS:
         raise ForecastError(f"unknown band {band!r}; choose from {FORECAST_BANDS}")
-    if band != "model":
-        scale, _ = band_scale(
-            fits,
-            dataset,
-            w,
-            _steps(dataset, x),
-            refit=band == "refitted",
-            check=pairs if band == "refitted" else None,
-        )
+    if band == "refitted" and pairs is not None:  # horizon-mix: cross-fitted on its check
+        scale, _ = horizon_band_scale(pairs, [f.bic for f in fits])
+        sds = scale * sds
+    elif band != "model":
+        scale, _ = band_scale(fits, dataset, w, _steps(dataset, x), refit=band == "refitted")
         sds = scale * sds
     mean = (w[:, None] * means).sum(0)
     tail = 0.5 * (1.0 - float(level))
@@ -662,6 +673,7 @@ class HorizonCheck:
         y: the standardised observations predicted, shape ``(P,)``.
         means, sds: each model's predictive mean and sd (with noise) of them, standardised,
             shape ``(K, P)``.
+        origin: which origin (0, 1, ...) each pair was forecast from, shape ``(P,)``.
         n_origins: how many origins the pairs come from.
         refit: whether each model was refitted on each origin's prefix.
     """
@@ -669,6 +681,7 @@ class HorizonCheck:
     y: np.ndarray
     means: np.ndarray
     sds: np.ndarray
+    origin: np.ndarray
     n_origins: int
     refit: bool
 
@@ -704,17 +717,19 @@ def horizon_check(
     if h < 1 or first > n - h:
         return None
     origins = np.unique(np.linspace(first, n - h, n_origins).round().astype(int))
-    ys, means, sds = [], [], []
-    for o in origins:
+    ys, means, sds, which = [], [], [], []
+    for r, o in enumerate(origins):
         prefix, x, y = origin_split(dataset, o, min(n, o + h))
         m, sd = _components([_refit(f, prefix) for f in fits] if refit else fits, prefix, x)
         ys.append(y)
         means.append(m)
         sds.append(sd)
+        which.append(np.full(y.size, r))
     return HorizonCheck(
         y=np.concatenate(ys),
         means=np.concatenate(means, axis=1),
         sds=np.concatenate(sds, axis=1),
+        origin=np.concatenate(which),
         n_origins=int(origins.size),
         refit=refit,
     )
@@ -723,7 +738,8 @@ def horizon_check(
 def _scale_on(
     check: HorizonCheck | None, w: np.ndarray, bounds: tuple[float, float]
 ) -> tuple[float, int]:
-    """:func:`band_scale`'s factor on a check's pairs for the mixture weights ``w``."""
+    """:func:`band_scale`'s factor on a check's pairs for the mixture weights ``w``,
+    ``(K,)`` or one column per pair ``(K, P)``."""
     if check is None:
         return 1.0, 0
     if check.n_pairs < BAND_SCALE_MIN_POINTS:
@@ -747,7 +763,6 @@ def band_scale(
     n_origins: int = 5,
     bounds: tuple[float, float] = BAND_SCALE_BOUNDS,
     refit: bool = False,
-    check: HorizonCheck | None = None,
 ) -> tuple[float, int]:
     """The factor ``s`` on the components' predictive standard deviations under which
     the mixture best forecast the end of its own training data, ``(s, P)``.
@@ -770,8 +785,6 @@ def band_scale(
     refit fails keeps its fit, as every model does on prefixes longer than
     :data:`prolas.limits.BAND_REFIT_LIMIT` points), so the forecasts at the origins are
     out of sample for the hyperparameters, though not for the choice of the models.
-    ``check``: pairs already computed (for the same models and data), instead of a new
-    check.
 
     Returns:
         ``(s, P)``; ``s = 1`` when the data leave fewer than
@@ -781,11 +794,59 @@ def band_scale(
     w = np.asarray(weights, dtype=np.float64).reshape(-1)
     if w.size != len(fits):
         raise ForecastError(f"{w.size} weights for {len(fits)} models")
-    if check is None:
-        check = horizon_check(fits, dataset, horizon, n_origins=n_origins, refit=refit)
-    elif check.means.shape[0] != w.size:
-        raise ForecastError(f"a check of {check.means.shape[0]} models for {w.size} weights")
-    return _scale_on(check, w, bounds)
+    return _scale_on(
+        horizon_check(fits, dataset, horizon, n_origins=n_origins, refit=refit), w, bounds
+    )
+
+
+def _pseudo_bma(total: np.ndarray, bics: Sequence[float]) -> np.ndarray:
+    """``w_i ∝ exp(L_i - max_j L_j)`` from summed log predictive densities ``L`` ``(K,)``;
+    a non-finite ``L_i`` gets weight 0, and if none is finite, the BIC weights."""
+    if not np.isfinite(total).any():
+        return bic_weights(bics)
+    total = np.where(np.isfinite(total), total, -np.inf)
+    w = np.exp(total - total.max())
+    return w / w.sum()
+
+
+def held_out_weights(check: HorizonCheck, bics: Sequence[float]) -> np.ndarray:
+    """Per pair, the :func:`horizon_weights` of the other origins' pairs, ``(K, P)``.
+
+    Column t holds ``w^(−r)``, the pseudo-BMA weights from every pair not forecast from
+    the origin r of pair t, so that a band factor chosen on these columns
+    (:func:`horizon_band_scale`) scores mixtures on forecasts that did not choose their
+    weights. With one origin there is nothing to hold out: every column is the weights
+    of all pairs.
+    """
+    lpd = _log_normal(check.y, check.means, check.sds)  # (K, P)
+    out = np.empty_like(lpd)
+    origins = np.unique(check.origin)
+    for r in origins:
+        mine = check.origin == r
+        rest = ~mine if origins.size > 1 else np.ones_like(mine)
+        out[:, mine] = _pseudo_bma(lpd[:, rest].sum(axis=1), bics)[:, None]
+    return out
+
+
+def horizon_band_scale(
+    check: HorizonCheck, bics: Sequence[float], bounds: tuple[float, float] = BAND_SCALE_BOUNDS
+) -> tuple[float, int]:
+    """The band factor of a ``horizon-mix`` forecast, cross-fitted over the origins.
+
+    :func:`band_scale`'s criterion on the pairs of ``check``, but the pairs of origin r
+    are scored by the mixture weighted from the other origins only
+    (:func:`held_out_weights`):
+
+        s = argmax_s  Σ_r Σ_{t ∈ r} log Σ_i w^(−r)_i N(y_t; m_i(t), s² v_i(t)).
+
+    Scoring the pairs with the weights they chose would make the mixture look better
+    there than it forecasts anywhere else and narrow the band
+    (``benchmarks/results/forecast_horizon_check/``, stage 1).
+
+    Returns:
+        ``(s, P)`` as :func:`band_scale`.
+    """
+    return _scale_on(check, held_out_weights(check, bics), bounds)
 
 
 def horizon_weights(
@@ -823,13 +884,7 @@ def horizon_weights(
         w, table = rolling_weights(fits, dataset)
         return w, table, None
     lpd = _log_normal(check.y, check.means, check.sds)  # (K, P)
-    total = lpd.sum(axis=1)
-    if np.isfinite(total).any():
-        total = np.where(np.isfinite(total), total, -np.inf)
-        w = np.exp(total - total.max())
-        w = w / w.sum()
-    else:
-        w = bic_weights([f.bic for f in fits])
+    w = _pseudo_bma(lpd.sum(axis=1), [f.bic for f in fits])
     err = check.y[None, :] - check.means
     table = pd.DataFrame(
         {
@@ -922,7 +977,7 @@ def rolling_weights(
 
 def forecast_title(fc: Forecast) -> str:
     """The forecast plot's title: the model, or which mixture of how many models."""
-    if len(fc.models) == 1 and fc.method in ("bma", "rolling-mix"):
+    if len(fc.models) == 1 and fc.method in ("bma", "rolling-mix", "horizon-mix"):
         return f"forecast, {len(fc)} steps: {fc.models[0]}"  # a mixture of one model
     how = {
         "best": fc.models[0],
@@ -930,6 +985,8 @@ def forecast_title(fc: Forecast) -> str:
         "bma": f"BIC-weighted mixture of {len(fc.models)} models",
         "rolling-mix": f"mixture of {len(fc.models)} models weighted by their forecasts "
         "of the data's end",
+        "horizon-mix": f"mixture of {len(fc.models)} models weighted by their refitted "
+        "forecasts at its lead times",
     }[fc.method]
     return f"forecast, {len(fc)} steps: {how}"
 

@@ -613,4 +613,4 @@ def test_cli_help_explains_horizon(capsys) -> None:
         main(["fit", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--horizon H" in text and "forecast.csv" in text
-    assert "--forecast {best,bma,rolling,rolling-mix}" in text
+    assert "--forecast {best,bma,rolling,rolling-mix,horizon-mix}" in text

@@ -1,0 +1,189 @@
+"""The horizon mixture: weights from forecasts at the forecast's own lead times, each
+model refitted before each origin, and its band factor cross-fitted over the origins."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+import prolas.report.forecast as fc_module
+from prolas.data import Dataset
+from prolas.gp import fit_gp, predict
+from prolas.report.forecast import (
+    BAND_SCALE_MIN_POINTS,
+    band_scale,
+    forecast,
+    forecast_title,
+    held_out_weights,
+    horizon_band_scale,
+    horizon_check,
+    horizon_weights,
+    rolling_weights,
+)
+
+
+@pytest.fixture(scope="module")
+def trend_season() -> Dataset:
+    """60 monthly points: a linear trend plus a yearly cycle plus noise."""
+    rng = np.random.default_rng(5)
+    x = 2000 + np.arange(60) / 12
+    y = 3 * (x - 2000) + np.sin(2 * np.pi * x) + 0.1 * rng.standard_normal(60)
+    return Dataset.from_arrays(x, y, name="trend_season")
+
+
+@pytest.fixture(scope="module")
+def fits(trend_season):
+    """The model of trend_season's structure, and two that miss its trend or cycle."""
+    return [fit_gp(e, trend_season, restarts=2) for e in ("LIN + PER", "SE", "LIN")]
+
+
+def _log_normal(y, mean, var):
+    return -0.5 * (np.log(2 * np.pi * var) + (y - mean) ** 2 / var)
+
+
+def test_check_forecasts_h_steps_from_five_origins_with_refitted_models(
+    trend_season, fits, monkeypatch
+) -> None:
+    """n = 60, horizon 12: origins evenly in [36, 48], 12 points each, every model
+    refitted on each prefix (5 origins x 3 models), pairs labelled by origin."""
+    calls = []
+    real = fc_module._refit
+
+    def spy(fit, prefix):
+        calls.append((fit.expression, prefix.n))
+        return real(fit, prefix)
+
+    monkeypatch.setattr(fc_module, "_refit", spy)
+    check = horizon_check(fits, trend_season, 12, refit=True)
+    assert check is not None and check.refit and check.n_origins == 5
+    assert check.n_pairs == 60 and check.means.shape == check.sds.shape == (3, 60)
+    assert sorted({n for _, n in calls}) == [36, 39, 42, 45, 48] and len(calls) == 15
+    np.testing.assert_array_equal(check.origin, np.repeat(np.arange(5), 12))
+    # the pairs are the standardised points after each origin
+    expected = np.concatenate([trend_season.y[o : o + 12] for o in (36, 39, 42, 45, 48)])
+    np.testing.assert_allclose(check.y, trend_season.standardise(expected))
+    # a horizon longer than a third of the data is cut to n // 3
+    assert horizon_check(fits[:1], trend_season, 50).n_pairs == 5 * 20
+    assert horizon_check(fits[:1], trend_season.take(np.arange(2), "2"), 12) is None
+
+
+def test_weights_are_the_summed_log_density_of_refitted_forecasts_by_hand(
+    trend_season, fits
+) -> None:
+    """w_i ∝ exp(Σ_o Σ_t log p(y_t | y_<o, M_i refitted on y_<o)), recomputed with
+    fit_gp and predict directly (no code of the check)."""
+    from prolas.gp import FitConfig
+
+    horizon, origins = 6, np.linspace(60 - 12, 60 - 6, 5).round().astype(int)
+    total = np.zeros(len(fits))
+    for o in origins:
+        prefix = trend_season.take(np.arange(o), "prefix")
+        for i, f in enumerate(fits):
+            g = fit_gp(f.expression, prefix, FitConfig(restarts=1), init=f, cold=False)
+            mean, var = predict(g, prefix.standardised_view(), trend_season.x[o : o + horizon])
+            var = var + g.noise_variance
+            y = trend_season.standardise(trend_season.y[o : o + horizon])
+            total[i] += _log_normal(y, mean, var).sum()
+    expected = np.exp(total - total.max())
+    expected /= expected.sum()
+    w, table, check = horizon_weights(fits, trend_season, horizon)
+    np.testing.assert_allclose(w, expected, rtol=1e-6, atol=1e-300)
+    assert check is not None and check.n_pairs == 30
+    assert list(table["model"]) == [f.expression for f in fits]
+    np.testing.assert_allclose(table["horizon_weight"], w)
+    assert (table["n_predictions"] == 30).all() and (table["n_origins"] == 5).all()
+    # the model of the data's structure forecasts its end best, 6 steps out
+    assert w[0] > 0.99
+
+
+def test_the_weights_follow_the_forecasts_not_the_bic(trend_season, fits) -> None:
+    inflated = dataclasses.replace(fits[1], bic=fits[0].bic + 10.0)
+    mix = forecast([fits[0], inflated, fits[2]], trend_season, 12, method="horizon-mix")
+    assert mix.models == ("LIN + PER", "SE", "LIN") and mix.weights[0] > 0.99
+    assert sum(mix.weights) == pytest.approx(1.0)
+    np.testing.assert_allclose(mix.mean, np.asarray(mix.weights) @ mix.component_means)
+    assert mix.check is not None and "horizon_weight" in mix.check
+    assert forecast_title(mix).endswith("weighted by their refitted forecasts at its lead times")
+
+
+def test_held_out_weights_score_each_origin_with_the_other_origins(trend_season, fits) -> None:
+    check = horizon_check(fits, trend_season, 6, refit=True)
+    bics = [f.bic for f in fits]
+    w = held_out_weights(check, bics)
+    assert w.shape == (3, check.n_pairs)
+    np.testing.assert_allclose(w.sum(axis=0), 1.0)
+    lpd = fc_module._log_normal(check.y, check.means, check.sds)
+    for r in range(check.n_origins):
+        mine = check.origin == r
+        total = lpd[:, ~mine].sum(axis=1)
+        expected = np.exp(total - total.max())
+        expected /= expected.sum()
+        np.testing.assert_allclose(w[:, mine], np.repeat(expected[:, None], mine.sum(), 1))
+    # one origin: nothing to hold out, every column is the weights of all pairs
+    one = dataclasses.replace(check, origin=np.zeros_like(check.origin), n_origins=1)
+    full, _, _ = horizon_weights(fits, trend_season, 6)
+    np.testing.assert_allclose(held_out_weights(one, bics), np.repeat(full[:, None], 30, 1))
+
+
+def test_cross_fitted_band_of_one_model_is_the_refitted_band(trend_season, fits) -> None:
+    """A single model has weight 1 whatever is held out: the cross-fitted factor is
+    band_scale's refitted one."""
+    narrow = dataclasses.replace(fits[0], noise_variance=fits[0].noise_variance / 25)
+    check = horizon_check([narrow], trend_season, 12, refit=True)
+    assert horizon_band_scale(check, [narrow.bic]) == band_scale(
+        [narrow], trend_season, [1.0], 12, refit=True
+    )
+
+
+def test_a_horizon_mix_forecast_scales_its_band_by_the_cross_fitted_factor(
+    trend_season, fits
+) -> None:
+    own = forecast(fits, trend_season, horizon=12, method="horizon-mix")
+    cal = forecast(fits, trend_season, horizon=12, method="horizon-mix", band="refitted")
+    check = horizon_check(fits, trend_season, 12, refit=True)
+    s, points = horizon_band_scale(check, [f.bic for f in fits])
+    assert own.band_scale == 1.0 and cal.band_scale == s and points == 60
+    assert cal.weights == own.weights
+    np.testing.assert_array_equal(cal.mean, own.mean)
+    np.testing.assert_allclose(cal.component_sds, s * own.component_sds, rtol=1e-12)
+
+
+def test_too_few_pairs_fall_back_to_the_rolling_weights(trend_season, fits) -> None:
+    """8 points, horizon 12: H_c = 8 // 3 = 2 steps from the origins 4, 5, 6, i.e. 6 pairs,
+    fewer than BAND_SCALE_MIN_POINTS: the weights are rolling-mix's."""
+    short = trend_season.take(np.arange(8), "8 points")
+    refits = [fit_gp(f.expression, short, restarts=1) for f in fits]
+    check = horizon_check(refits, short, 12, refit=True)
+    assert check is not None and check.n_pairs < BAND_SCALE_MIN_POINTS
+    w, table, pairs = horizon_weights(refits, short, 12)
+    expected, expected_table = rolling_weights(refits, short)
+    np.testing.assert_allclose(w, expected)
+    assert pairs is None and "rolling_weight" in table
+    assert horizon_weights(refits[:1], short, 12)[0].tolist() == [1.0]
+
+
+def test_weights_stay_finite_when_no_score_is(trend_season, fits, monkeypatch) -> None:
+    monkeypatch.setattr(fc_module, "_log_normal", lambda y, m, s: np.full(m.shape, -math.inf))
+    w, _, _ = horizon_weights(fits, trend_season, 6)
+    np.testing.assert_allclose(w, fc_module.bic_weights([f.bic for f in fits]))
+
+
+def test_cli_horizon_mix_writes_its_check_and_says_how_it_weighted(tmp_path, capsys) -> None:
+    import pandas as pd
+    from conftest import QUICK_CKS, ROOT
+
+    from prolas.cli import main
+
+    out = tmp_path / "out"
+    argv = ["fit", str(ROOT / "data" / "airline_train.csv"), *QUICK_CKS, "--horizon", "12"]
+    assert main([*argv, "--forecast", "horizon-mix", "--out", str(out)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "forecasts of the data's end up to 12 steps ahead, refitted before each origin" in err
+    assert "band scaled by" in err  # the default band, refitted: cross-fitted here
+    check = pd.read_csv(out / "forecast_check.csv")
+    assert check["horizon_weight"].sum() == pytest.approx(1.0)
+    assert (check["n_origins"] == 5).all() and (check["n_predictions"] == 60).all()
+    assert len(pd.read_csv(out / "forecast.csv")) == 12
