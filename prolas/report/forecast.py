@@ -109,6 +109,7 @@ __all__ = [
     "horizon_weights",
     "horizon_band_scale",
     "held_out_weights",
+    "origin_weights",
     "bic_weights",
     "forecast",
     "forecast_figure",
@@ -397,6 +398,7 @@ def forecast(
     level: float = 0.95,
     weights: Sequence[float] | None = None,
     band: str = "model",
+    draws: int = 0,
 ) -> Forecast:
     """Forecast y from fitted models (hyperparameters fixed) conditioned on ``dataset``.
 
@@ -425,6 +427,8 @@ def forecast(
             scored best on forecasts of the data's own end (:func:`band_scale`; with
             ``"refitted"`` each forecast there comes from hyperparameters refitted on the
             points before it). The mean does not change, the band and the density do.
+        draws: ``horizon-mix`` only: 0, pseudo-BMA weights; B > 0, pseudo-BMA+ with B
+            Bayesian-bootstrap draws over the check's origins (:func:`origin_weights`).
 
     Returns:
         a :class:`Forecast` in y's original units.
@@ -450,6 +454,8 @@ def forecast(
         x_display = decimal_years_to_timestamps(x) if dataset.x_is_date else x
     if method != "bma" and weights is not None:
         raise ForecastError("weights apply to method='bma' only")
+    if method != "horizon-mix" and draws:
+        raise ForecastError("draws apply to method='horizon-mix' only")
     fits, w = _as_fits(fit_or_fits, weights)
     check = None
     pairs = None  # horizon-mix: its refitted check, reused by the refitted band
@@ -461,7 +467,7 @@ def forecast(
     elif method == "rolling-mix":
         w, check = rolling_weights(fits, dataset)
     elif method == "horizon-mix":
-        w, check, pairs = horizon_weights(fits, dataset, _steps(dataset, x))
+        w, check, pairs = horizon_weights(fits, dataset, _steps(dataset, x), draws=draws)
     elif w is None:
         w = bic_weights([f.bic for f in fits])
     means, sds = _components(fits, dataset, x)
@@ -469,7 +475,7 @@ def forecast(
     if band not in FORECAST_BANDS:
         raise ForecastError(f"unknown band {band!r}; choose from {FORECAST_BANDS}")
     if band == "refitted" and pairs is not None:  # horizon-mix: cross-fitted on its check
-        scale, _ = horizon_band_scale(pairs, [f.bic for f in fits])
+        scale, _ = horizon_band_scale(pairs, [f.bic for f in fits], draws)
         sds = scale * sds
     elif band != "model":
         scale, _ = band_scale(fits, dataset, w, _steps(dataset, x), refit=band == "refitted")
@@ -809,33 +815,72 @@ def _pseudo_bma(total: np.ndarray, bics: Sequence[float]) -> np.ndarray:
     return w / w.sum()
 
 
-def held_out_weights(check: HorizonCheck, bics: Sequence[float]) -> np.ndarray:
+def origin_weights(
+    totals: np.ndarray, bics: Sequence[float], draws: int = 0, seed: int = 0
+) -> np.ndarray:
+    """Mixture weights ``(K,)`` from each model's summed log density per origin,
+    ``totals`` ``(K, R)``.
+
+    ``draws = 0``: pseudo-BMA, ``w_i ∝ exp(Σ_r L_ir)``, every pair counted as independent
+    evidence. ``draws = B > 0``: pseudo-BMA+ (Yao, Vehtari, Simpson & Gelman 2018, §3.4),
+    the Bayesian bootstrap of the origins, the dependent unit (consecutive origins
+    forecast the same points): with ``α^b ~ Dirichlet(1, …, 1)`` over the R origins
+    (``numpy.random.default_rng(seed)``, so the weights are reproducible),
+
+        w_i = (1/B) Σ_b softmax_i(R Σ_r α^b_r L_ir),
+
+    which leaves part of the weight with a model that wins on some origins and loses on
+    others. A model with a non-finite ``L_ir`` gets weight 0; if every model has one,
+    the BIC weights.
+    """
+    totals = np.asarray(totals, dtype=np.float64)
+    finite = np.isfinite(totals).all(axis=1)
+    if not finite.any():
+        return bic_weights(bics)
+    if draws <= 0:
+        return _pseudo_bma(np.where(finite, totals.sum(axis=1), -np.inf), bics)
+    r = totals.shape[1]
+    alpha = np.random.default_rng(seed).dirichlet(np.ones(r), size=int(draws))  # (B, R)
+    z = r * alpha @ np.where(finite[:, None], totals, 0.0).T  # (B, K)
+    z = np.where(finite[None, :], z, -np.inf)
+    w = np.exp(z - z.max(axis=1, keepdims=True))
+    return (w / w.sum(axis=1, keepdims=True)).mean(axis=0)
+
+
+def _origin_totals(check: HorizonCheck) -> np.ndarray:
+    """Each model's summed log predictive density per origin, ``(K, R)``."""
+    lpd = _log_normal(check.y, check.means, check.sds)  # (K, P)
+    return np.stack([lpd[:, check.origin == r].sum(axis=1) for r in range(check.n_origins)], axis=1)
+
+
+def held_out_weights(check: HorizonCheck, bics: Sequence[float], draws: int = 0) -> np.ndarray:
     """Per pair, the :func:`horizon_weights` of the other origins' pairs, ``(K, P)``.
 
-    Column t holds ``w^(−r)``, the pseudo-BMA weights from every pair not forecast from
-    the origin r of pair t, so that a band factor chosen on these columns
-    (:func:`horizon_band_scale`) scores mixtures on forecasts that did not choose their
-    weights. With one origin there is nothing to hold out: every column is the weights
-    of all pairs.
+    Column t holds ``w^(−r)``, the weights (:func:`origin_weights` with ``draws``) from
+    every origin but the origin r of pair t, so that a band factor chosen on these
+    columns (:func:`horizon_band_scale`) scores mixtures on forecasts that did not choose
+    their weights. With one origin there is nothing to hold out: every column is the
+    weights of all pairs.
     """
-    lpd = _log_normal(check.y, check.means, check.sds)  # (K, P)
-    out = np.empty_like(lpd)
-    origins = np.unique(check.origin)
-    for r in origins:
-        mine = check.origin == r
-        rest = ~mine if origins.size > 1 else np.ones_like(mine)
-        out[:, mine] = _pseudo_bma(lpd[:, rest].sum(axis=1), bics)[:, None]
+    totals = _origin_totals(check)
+    out = np.empty((totals.shape[0], check.n_pairs))
+    for r in range(check.n_origins):
+        rest = np.arange(check.n_origins) != r if check.n_origins > 1 else slice(None)
+        out[:, check.origin == r] = origin_weights(totals[:, rest], bics, draws)[:, None]
     return out
 
 
 def horizon_band_scale(
-    check: HorizonCheck, bics: Sequence[float], bounds: tuple[float, float] = BAND_SCALE_BOUNDS
+    check: HorizonCheck,
+    bics: Sequence[float],
+    draws: int = 0,
+    bounds: tuple[float, float] = BAND_SCALE_BOUNDS,
 ) -> tuple[float, int]:
     """The band factor of a ``horizon-mix`` forecast, cross-fitted over the origins.
 
     :func:`band_scale`'s criterion on the pairs of ``check``, but the pairs of origin r
     are scored by the mixture weighted from the other origins only
-    (:func:`held_out_weights`):
+    (:func:`held_out_weights` with ``draws``):
 
         s = argmax_s  Σ_r Σ_{t ∈ r} log Σ_i w^(−r)_i N(y_t; m_i(t), s² v_i(t)).
 
@@ -846,11 +891,16 @@ def horizon_band_scale(
     Returns:
         ``(s, P)`` as :func:`band_scale`.
     """
-    return _scale_on(check, held_out_weights(check, bics), bounds)
+    return _scale_on(check, held_out_weights(check, bics, draws), bounds)
 
 
 def horizon_weights(
-    fits: Sequence[FitResult], dataset: Dataset, horizon: int, *, n_origins: int = 5
+    fits: Sequence[FitResult],
+    dataset: Dataset,
+    horizon: int,
+    *,
+    n_origins: int = 5,
+    draws: int = 0,
 ) -> tuple[np.ndarray, pd.DataFrame | None, HorizonCheck | None]:
     """Mixture weights from forecasts at the forecast's own lead times, out of sample for
     the hyperparameters.
@@ -863,7 +913,8 @@ def horizon_weights(
 
     pseudo-BMA (Yao et al. 2018) as :func:`rolling_weights`, but on forecasts as far
     ahead as the forecast (up to a third of the data) from hyperparameters that did not
-    see the points scored. A model whose extrapolation fails a few steps out (a
+    see the points scored; with ``draws > 0``, pseudo-BMA+ over the origins
+    (:func:`origin_weights`). A model whose extrapolation fails a few steps out (a
     polynomial trend, a sharpened periodic shape) loses its weight here even when it fit
     the data's end well. With fewer than :data:`BAND_SCALE_MIN_POINTS` pairs the weights
     are :func:`rolling_weights`'s. Non-finite scores get weight 0; if none is finite, the
@@ -884,7 +935,7 @@ def horizon_weights(
         w, table = rolling_weights(fits, dataset)
         return w, table, None
     lpd = _log_normal(check.y, check.means, check.sds)  # (K, P)
-    w = _pseudo_bma(lpd.sum(axis=1), [f.bic for f in fits])
+    w = origin_weights(_origin_totals(check), [f.bic for f in fits], draws)
     err = check.y[None, :] - check.means
     table = pd.DataFrame(
         {

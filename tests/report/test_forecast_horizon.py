@@ -21,6 +21,7 @@ from prolas.report.forecast import (
     horizon_band_scale,
     horizon_check,
     horizon_weights,
+    origin_weights,
     rolling_weights,
 )
 
@@ -187,3 +188,54 @@ def test_cli_horizon_mix_writes_its_check_and_says_how_it_weighted(tmp_path, cap
     assert check["horizon_weight"].sum() == pytest.approx(1.0)
     assert (check["n_origins"] == 5).all() and (check["n_predictions"] == 60).all()
     assert len(pd.read_csv(out / "forecast.csv")) == 12
+
+
+def test_origin_weights_without_draws_are_pseudo_bma_of_the_summed_totals() -> None:
+    totals = np.array([[-3.0, -1.0, -2.0], [-2.5, -2.0, -1.0], [-9.0, -8.0, -7.0]])
+    expected = np.exp(totals.sum(1) - totals.sum(1).max())
+    np.testing.assert_allclose(origin_weights(totals, [0, 0, 0]), expected / expected.sum())
+
+
+def test_pseudo_bma_plus_is_the_mean_softmax_over_dirichlet_draws_by_hand() -> None:
+    """Yao et al. (2018) §3.4 on origins: w = mean_b softmax(R Σ_r α^b_r L_ir)."""
+    totals = np.array([[-1.0, -10.0, -1.0, -1.0], [-5.0, -4.0, -6.0, -5.5]])
+    alpha = np.random.default_rng(0).dirichlet(np.ones(4), size=500)
+    z = 4 * alpha @ totals.T
+    soft = np.exp(z - z.max(1, keepdims=True))
+    expected = (soft / soft.sum(1, keepdims=True)).mean(0)
+    w = origin_weights(totals, [0, 0], draws=500)
+    np.testing.assert_allclose(w, expected, rtol=1e-12)
+    assert w.sum() == pytest.approx(1.0)
+    # model 0 wins on three origins (by 13.5) and loses on one (by 6): pseudo-BMA gives
+    # it 1 - 6e-4; the bootstrap, where that one origin can weigh most, leaves model 1 more
+    plain = origin_weights(totals, [0, 0])
+    assert plain[0] > 1 - 1e-3 and 0.02 < w[1] < 0.5
+    # reproducible, and more draws converge to the same weights
+    np.testing.assert_array_equal(w, origin_weights(totals, [0, 0], draws=500))
+    many = origin_weights(totals, [0, 0], draws=20_000, seed=1)
+    np.testing.assert_allclose(many, w, atol=0.03)
+
+
+def test_origin_weights_drop_a_model_with_a_non_finite_score() -> None:
+    totals = np.array([[-1.0, np.nan], [-2.0, -2.0], [-3.0, -1.0]])
+    for draws in (0, 200):
+        w = origin_weights(totals, [0, 0, 0], draws)
+        assert w[0] == 0.0 and w.sum() == pytest.approx(1.0)
+    bics = [1.0, 3.0, 2.0]
+    none = np.full((3, 2), -np.inf)
+    np.testing.assert_allclose(origin_weights(none, bics, 100), fc_module.bic_weights(bics))
+
+
+def test_a_bootstrapped_horizon_mix_uses_the_same_pairs(trend_season, fits) -> None:
+    plain = forecast(fits, trend_season, horizon=12, method="horizon-mix", band="refitted")
+    boot = forecast(
+        fits, trend_season, horizon=12, method="horizon-mix", band="refitted", draws=300
+    )
+    check = horizon_check(fits, trend_season, 12, refit=True)
+    bics = [f.bic for f in fits]
+    w = origin_weights(fc_module._origin_totals(check), bics, 300)
+    np.testing.assert_allclose(boot.weights, w)
+    assert boot.band_scale == horizon_band_scale(check, bics, 300)[0]
+    np.testing.assert_allclose(boot.component_means, plain.component_means)
+    with pytest.raises(fc_module.ForecastError, match="draws"):
+        forecast(fits, trend_season, horizon=12, method="rolling-mix", draws=10)
