@@ -11,7 +11,9 @@ each candidate through :func:`prolas.report.forecast.forecast`:
 * ``H5``, ``H10``: ``horizon-mix`` over the top 5 or 10 models, band ``refitted``
   (:func:`prolas.report.forecast.horizon_weights`);
 * ``P5``: the same over the top 5 with pseudo-BMA+ weights (1 000 Bayesian-bootstrap
-  draws over the check's origins, :func:`prolas.report.forecast.origin_weights`).
+  draws over the check's origins, :func:`prolas.report.forecast.origin_weights`);
+* ``P5i``: P5 with its band factor chosen by the interval score instead of the log
+  density (:func:`prolas.report.forecast.horizon_band_scale` with ``score="interval"``).
 
 The search and its fits are the same for every candidate, so the comparison is paired
 and free of search and fit noise. Prints the means per candidate (MASE, coverage,
@@ -44,12 +46,13 @@ from prolas.report.forecast import forecast
 from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_naive_scale
 
 SCORES = ("mase", "rmse", "coverage", "interval_score_scaled", "crps_scaled")
-#: name -> (method, models, Bayesian-bootstrap draws); R0 is the run's own forecast.
+#: name -> (method, models, Bayesian-bootstrap draws, band score); R0 is the run's own.
 CANDIDATES = {
     "R0": None,
-    "H5": ("horizon-mix", 5, 0),
-    "H10": ("horizon-mix", 10, 0),
-    "P5": ("horizon-mix", 5, 1000),
+    "H5": ("horizon-mix", 5, 0, "log"),
+    "H10": ("horizon-mix", 10, 0, "log"),
+    "P5": ("horizon-mix", 5, 1000, "log"),
+    "P5i": ("horizon-mix", 5, 1000, "interval"),
 }
 
 
@@ -85,15 +88,23 @@ def series_rows(run: Path, series, season_length: int, candidates: list[str]) ->
     for name in candidates:
         if CANDIDATES[name] is None:
             models = [fits[m] for m in pred["models"]]
-            method, band, draws = pred["method"], pred.get("band", "refitted"), 0
+            method, band, draws, score = pred["method"], pred.get("band", "refitted"), 0, "log"
         else:
-            method, k, draws = CANDIDATES[name]
+            method, k, draws, score = CANDIDATES[name]
             models, band = ranked(fits, k), "refitted"
         models = [hold_unseen_transitions(f, train) for f in models]
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fc = forecast(models, train, x_new=series.test_x, method=method, band=band, draws=draws)
+            fc = forecast(
+                models,
+                train,
+                x_new=series.test_x,
+                method=method,
+                band=band,
+                draws=draws,
+                band_score=score,
+            )
         seconds = time.perf_counter() - t0
         scores = score_forecast(series.test_y, forecast_predictive(fc), scale)
         if name == "R0":

@@ -108,6 +108,7 @@ __all__ = [
     "horizon_check",
     "horizon_weights",
     "horizon_band_scale",
+    "BAND_SCORES",
     "held_out_weights",
     "origin_weights",
     "bic_weights",
@@ -267,8 +268,10 @@ def bic_weights(bics: Sequence[float]) -> np.ndarray:
 def mixture_cdf(
     q: np.ndarray, means: np.ndarray, sds: np.ndarray, weights: Sequence[float]
 ) -> np.ndarray:
-    """``F(q) = Σ_i w_i Φ((q - m_i) / s_i)`` per point; means, sds ``(K, m)``, q ``(m,)``."""
-    w = np.asarray(weights, dtype=np.float64)[:, None]
+    """``F(q) = Σ_i w_i Φ((q - m_i) / s_i)`` per point; means, sds ``(K, m)``, q ``(m,)``,
+    weights ``(K,)`` or one column per point ``(K, m)``."""
+    w = np.asarray(weights, dtype=np.float64)
+    w = w[:, None] if w.ndim == 1 else w
     sds = np.maximum(sds, np.finfo(np.float64).tiny)
     return (w * ndtr((np.asarray(q)[None, :] - means) / sds)).sum(0)
 
@@ -399,6 +402,7 @@ def forecast(
     weights: Sequence[float] | None = None,
     band: str = "model",
     draws: int = 0,
+    band_score: str = "log",
 ) -> Forecast:
     """Forecast y from fitted models (hyperparameters fixed) conditioned on ``dataset``.
 
@@ -429,6 +433,9 @@ def forecast(
             points before it). The mean does not change, the band and the density do.
         draws: ``horizon-mix`` only: 0, pseudo-BMA weights; B > 0, pseudo-BMA+ with B
             Bayesian-bootstrap draws over the check's origins (:func:`origin_weights`).
+        band_score: ``horizon-mix`` with the ``refitted`` band only: the score its
+            factor minimises, ``"log"`` (the log density) or ``"interval"`` (the
+            interval score of the ``level`` band; :func:`horizon_band_scale`).
 
     Returns:
         a :class:`Forecast` in y's original units.
@@ -456,6 +463,8 @@ def forecast(
         raise ForecastError("weights apply to method='bma' only")
     if method != "horizon-mix" and draws:
         raise ForecastError("draws apply to method='horizon-mix' only")
+    if band_score not in BAND_SCORES:
+        raise ForecastError(f"unknown band score {band_score!r}; choose from {BAND_SCORES}")
     fits, w = _as_fits(fit_or_fits, weights)
     check = None
     pairs = None  # horizon-mix: its refitted check, reused by the refitted band
@@ -475,7 +484,9 @@ def forecast(
     if band not in FORECAST_BANDS:
         raise ForecastError(f"unknown band {band!r}; choose from {FORECAST_BANDS}")
     if band == "refitted" and pairs is not None:  # horizon-mix: cross-fitted on its check
-        scale, _ = horizon_band_scale(pairs, [f.bic for f in fits], draws)
+        scale, _ = horizon_band_scale(
+            pairs, [f.bic for f in fits], draws, score=band_score, level=level
+        )
         sds = scale * sds
     elif band != "model":
         scale, _ = band_scale(fits, dataset, w, _steps(dataset, x), refit=band == "refitted")
@@ -870,11 +881,18 @@ def held_out_weights(check: HorizonCheck, bics: Sequence[float], draws: int = 0)
     return out
 
 
+#: Scores a ``horizon-mix`` band factor can be chosen by (:func:`horizon_band_scale`).
+BAND_SCORES = ("log", "interval")
+
+
 def horizon_band_scale(
     check: HorizonCheck,
     bics: Sequence[float],
     draws: int = 0,
     bounds: tuple[float, float] = BAND_SCALE_BOUNDS,
+    *,
+    score: str = "log",
+    level: float = 0.95,
 ) -> tuple[float, int]:
     """The band factor of a ``horizon-mix`` forecast, cross-fitted over the origins.
 
@@ -888,10 +906,53 @@ def horizon_band_scale(
     there than it forecasts anywhere else and narrow the band
     (``benchmarks/results/forecast_horizon_check/``, stage 1).
 
+    ``score="interval"`` chooses ``s`` for the band's ends instead: the grid value of
+    least mean interval score (Gneiting & Raftery 2007, ``α = 1 - level``) of the
+    held-out mixtures' central ``level`` intervals,
+
+        IS_α(l, u; y) = (u - l) + (2/α)(l - y)·1{y < l} + (2/α)(y - u)·1{y > u},
+
+    a proper score for the interval, least for the one that holds ``level`` of the
+    points; the log density is about the whole predictive and can leave the ends short
+    where the errors have heavier tails than the models' Gaussians.
+
     Returns:
         ``(s, P)`` as :func:`band_scale`.
     """
-    return _scale_on(check, held_out_weights(check, bics, draws), bounds)
+    if score not in BAND_SCORES:
+        raise ForecastError(f"unknown band score {score!r}; choose from {BAND_SCORES}")
+    w = held_out_weights(check, bics, draws)
+    if score == "log":
+        return _scale_on(check, w, bounds)
+    return _interval_scale_on(check, w, bounds, level)
+
+
+def _interval_scale_on(
+    check: HorizonCheck, w: np.ndarray, bounds: tuple[float, float], level: float
+) -> tuple[float, int]:
+    """The grid factor of least mean interval score on ``check``'s pairs (weights
+    ``w`` ``(K, P)``); 1 with fewer than :data:`BAND_SCALE_MIN_POINTS` pairs."""
+    from prolas.report.scoring import interval_score  # scoring imports this module
+
+    if check.n_pairs < BAND_SCALE_MIN_POINTS:
+        return 1.0, check.n_pairs
+    alpha = 1.0 - float(level)
+    grid = np.exp(np.linspace(math.log(bounds[0]), math.log(bounds[1]), 97))
+    scores = np.array(
+        [
+            interval_score(
+                check.y,
+                mixture_quantiles(alpha / 2, check.means, g * check.sds, w),
+                mixture_quantiles(1 - alpha / 2, check.means, g * check.sds, w),
+                alpha,
+            )
+            for g in grid
+        ]
+    )
+    if not np.isfinite(scores).any():
+        return 1.0, check.n_pairs
+    best = int(np.nanargmin(np.where(np.isfinite(scores), scores, np.inf)))
+    return float(grid[best]), check.n_pairs
 
 
 def horizon_weights(

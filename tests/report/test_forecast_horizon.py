@@ -239,3 +239,69 @@ def test_a_bootstrapped_horizon_mix_uses_the_same_pairs(trend_season, fits) -> N
     np.testing.assert_allclose(boot.component_means, plain.component_means)
     with pytest.raises(fc_module.ForecastError, match="draws"):
         forecast(fits, trend_season, horizon=12, method="rolling-mix", draws=10)
+
+
+def _synthetic_check(k: float, n_pairs: int = 4000, seed: int = 3):
+    """One model predicting N(0, 1) for points drawn from N(0, k²), five origins."""
+    rng = np.random.default_rng(seed)
+    y = k * rng.standard_normal(n_pairs)
+    return fc_module.HorizonCheck(
+        y=y,
+        means=np.zeros((1, n_pairs)),
+        sds=np.ones((1, n_pairs)),
+        origin=np.repeat(np.arange(5), n_pairs // 5),
+        n_origins=5,
+        refit=True,
+    )
+
+
+@pytest.mark.parametrize("k", [0.7, 1.0, 2.0])
+def test_interval_band_factor_finds_the_spread_of_the_errors(k) -> None:
+    """Points from N(0, k²), a model saying N(0, 1): the factor of least interval score
+    is k (the 95 % interval that holds 95 % of the points), as is the log-score one."""
+    check = _synthetic_check(k)
+    s_int, pairs = horizon_band_scale(check, [0.0], score="interval")
+    s_log, _ = horizon_band_scale(check, [0.0], score="log")
+    assert pairs == 4000
+    assert s_int == pytest.approx(k, rel=0.08) and s_log == pytest.approx(k, rel=0.05)
+    # the chosen factor's band holds about 95 % of the check's points
+    inside = np.abs(check.y) <= 1.959964 * s_int
+    assert 0.93 <= inside.mean() <= 0.97
+
+
+def test_interval_band_factor_minimises_a_hand_written_interval_score() -> None:
+    """Heavy-tailed errors (Student t, 3 degrees of freedom): brute force over the same
+    grid with the closed-form Gaussian quantiles m ± 1.96 s sd."""
+    rng = np.random.default_rng(7)
+    y = rng.standard_t(3, size=500)
+    check = fc_module.HorizonCheck(
+        y=y,
+        means=np.zeros((1, 500)),
+        sds=np.ones((1, 500)),
+        origin=np.repeat(np.arange(5), 100),
+        n_origins=5,
+        refit=True,
+    )
+    grid = np.exp(np.linspace(math.log(0.5), math.log(4.0), 97))
+    z = 1.959963984540054
+
+    def score(g):
+        lo, hi = -z * g, z * g
+        return np.mean((hi - lo) + 40 * (lo - y) * (y < lo) + 40 * (y - hi) * (y > hi))
+
+    expected = grid[int(np.argmin([score(g) for g in grid]))]
+    assert horizon_band_scale(check, [0.0], score="interval")[0] == pytest.approx(expected)
+    with pytest.raises(fc_module.ForecastError, match="band score"):
+        horizon_band_scale(check, [0.0], score="crps")
+
+
+def test_mixture_cdf_takes_one_weight_column_per_point() -> None:
+    rng = np.random.default_rng(0)
+    means, sds = rng.normal(size=(3, 7)), rng.uniform(0.5, 2, size=(3, 7))
+    w = rng.dirichlet(np.ones(3), size=7).T  # (3, 7)
+    q = rng.normal(size=7)
+    per_point = [
+        fc_module.mixture_cdf(q[j : j + 1], means[:, j : j + 1], sds[:, j : j + 1], w[:, j])
+        for j in range(7)
+    ]
+    np.testing.assert_allclose(fc_module.mixture_cdf(q, means, sds, w), np.concatenate(per_point))
