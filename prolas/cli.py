@@ -213,7 +213,7 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         "last 10%% of the training data best (same 5 origins, lowest RMSE); horizon-mix = "
         "the same mixture, weighted instead by forecasts up to H steps ahead (at most a "
         "third of the data) from 5 origins with each model refitted on the points before "
-        "each origin",
+        "each origin (pseudo-BMA+ over the origins)",
     )
     g.add_argument(
         "--forecast-models",

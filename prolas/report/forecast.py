@@ -58,8 +58,10 @@ default: ``benchmarks/results/forecast_horizon_check/``). The same pseudo-BMA we
 from forecasts at the forecast's own lead times instead: ``H_c = min(H, n // 3)`` steps
 from 5 origins in ``[n - 2 H_c, n - H_c]``, each model refitted on the points before
 each origin (:func:`horizon_check`), so a model whose extrapolation fails some steps out
-loses its weight even when it fit the data's end. Its ``refitted`` band factor is
-cross-fitted over the origins (:func:`horizon_band_scale`).
+loses its weight even when it fit the data's end. The weights are pseudo-BMA+ (the
+Bayesian bootstrap over the origins, :func:`origin_weights`): consecutive origins
+forecast the same points, so their log densities are not independent evidence. Its
+``refitted`` band factor is cross-fitted over the origins (:func:`horizon_band_scale`).
 
 Place in the layers: a forecast is part of what the user gets after a search
 (forecast.csv, forecast.png), so it lives in the report layer. The mixture's maths
@@ -401,7 +403,7 @@ def forecast(
     level: float = 0.95,
     weights: Sequence[float] | None = None,
     band: str = "model",
-    draws: int = 0,
+    draws: int | None = None,
     band_score: str = "log",
 ) -> Forecast:
     """Forecast y from fitted models (hyperparameters fixed) conditioned on ``dataset``.
@@ -432,7 +434,8 @@ def forecast(
             ``"refitted"`` each forecast there comes from hyperparameters refitted on the
             points before it). The mean does not change, the band and the density do.
         draws: ``horizon-mix`` only: 0, pseudo-BMA weights; B > 0, pseudo-BMA+ with B
-            Bayesian-bootstrap draws over the check's origins (:func:`origin_weights`).
+            Bayesian-bootstrap draws over the check's origins (:func:`origin_weights`);
+            None, :data:`HORIZON_MIX_DRAWS`.
         band_score: ``horizon-mix`` with the ``refitted`` band only: the score its
             factor minimises, ``"log"`` (the log density) or ``"interval"`` (the
             interval score of the ``level`` band; :func:`horizon_band_scale`).
@@ -463,6 +466,8 @@ def forecast(
         raise ForecastError("weights apply to method='bma' only")
     if method != "horizon-mix" and draws:
         raise ForecastError("draws apply to method='horizon-mix' only")
+    if draws is None:
+        draws = HORIZON_MIX_DRAWS
     if band_score not in BAND_SCORES:
         raise ForecastError(f"unknown band score {band_score!r}; choose from {BAND_SCORES}")
     fits, w = _as_fits(fit_or_fits, weights)
@@ -880,6 +885,10 @@ def held_out_weights(check: HorizonCheck, bics: Sequence[float], draws: int = 0)
         out[:, check.origin == r] = origin_weights(totals[:, rest], bics, draws)[:, None]
     return out
 
+
+#: Bayesian-bootstrap draws of ``horizon-mix``'s pseudo-BMA+ weights by default (the
+#: candidate the M3 tuning half favoured: ``benchmarks/results/forecast_horizon_check/``).
+HORIZON_MIX_DRAWS = 1000
 
 #: Scores a ``horizon-mix`` band factor can be chosen by (:func:`horizon_band_scale`).
 BAND_SCORES = ("log", "interval")

@@ -145,8 +145,12 @@ def test_a_horizon_mix_forecast_scales_its_band_by_the_cross_fitted_factor(
     own = forecast(fits, trend_season, horizon=12, method="horizon-mix")
     cal = forecast(fits, trend_season, horizon=12, method="horizon-mix", band="refitted")
     check = horizon_check(fits, trend_season, 12, refit=True)
-    s, points = horizon_band_scale(check, [f.bic for f in fits])
+    s, points = horizon_band_scale(check, [f.bic for f in fits], fc_module.HORIZON_MIX_DRAWS)
     assert own.band_scale == 1.0 and cal.band_scale == s and points == 60
+    # the option's default weights are pseudo-BMA+ with HORIZON_MIX_DRAWS draws
+    totals = fc_module._origin_totals(check)
+    expected = origin_weights(totals, [f.bic for f in fits], fc_module.HORIZON_MIX_DRAWS)
+    np.testing.assert_allclose(cal.weights, expected)
     assert cal.weights == own.weights
     np.testing.assert_array_equal(cal.mean, own.mean)
     np.testing.assert_allclose(cal.component_sds, s * own.component_sds, rtol=1e-12)
