@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "prolas.limits",
             "prolas.memory",
             "prolas.output_lock",
+            "prolas.processes",
             "prolas.threads",
         ),
     ),

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 from prolas.data import load_csv  # noqa: E402
 from prolas.expr import parse  # noqa: E402
 from prolas.gp import FitConfig, fit_gp  # noqa: E402
-from prolas.gp import fit as gp  # noqa: E402
 from prolas.gp.gram import GramModel, linalg_seconds  # noqa: E402
+from prolas.gp.minimise import minimise  # noqa: E402
 from prolas.gp.starts import initial_thetas  # noqa: E402
 from prolas.pipeline import run_search  # noqa: E402
 from prolas.search.config import SearchConfig  # noqa: E402
@@ -68,7 +68,7 @@ def restart_strategies(ds, expr_text: str, R: int) -> dict:
     thetas = initial_thetas(model, y, floor_t, (cfg.seed, 0), R)  # the fit's first attempt
     start = time.perf_counter()
     with threadpool_limits(limits=1, user_api="blas"):
-        lls = [gp._minimise(model, th, y, 1000, cfg.tolerance)[1] for th in thetas]
+        lls = [minimise(model, th, y, 1000, cfg.tolerance)[1] for th in thetas]
     return {
         "prolas_s": prolas_s,
         "prolas_ll": fit.log_likelihood,

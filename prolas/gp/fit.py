@@ -46,7 +46,6 @@ from functools import partial
 import numpy as np
 import torch
 from gpytorch.kernels import AdditiveKernel, ProductKernel, ScaleKernel
-from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 from prolas.data import Dataset
@@ -54,6 +53,7 @@ from prolas.errors import NumericsWarning, ProlasError
 from prolas.expr import Expression, factor_kernel, parse
 from prolas.gp.gram import NOISE_FLOOR, GramModel
 from prolas.gp.kernels import KERNEL_MODULES, log_positive
+from prolas.gp.minimise import log_likelihood_at, minimise
 from prolas.gp.natural import (
     ParameterSpace,
     hold_unseen,
@@ -61,6 +61,7 @@ from prolas.gp.natural import (
     theta_to_natural,
 )
 from prolas.gp.results import FactorFit, FitResult, TermFit, bic
+from prolas.gp.split import ProcessSplit
 from prolas.gp.starts import (
     candidate_breaks,
     candidate_periods,
@@ -108,6 +109,9 @@ FIT_ALGORITHM = 3
 #: 0.74-0.85 times as long at 434 points (benchmarks/results/long_series/README.md,
 #: "Threads").
 THREADED_FIT_POINTS = 256
+#: Where a fit's independent minimisations run besides here: threads (from
+#: :data:`THREADED_FIT_POINTS` points), worker processes (below), or nowhere (None).
+Pool = ThreadPoolExecutor | ProcessSplit | None
 #: The settings the first fitter (algorithm 1) had: its keys hold exactly these.
 FIRST_FITTER_FIELDS = (
     "restarts",
@@ -316,42 +320,6 @@ def _natural_log_likelihood(fit: FitResult, dataset: Dataset) -> float:
     return float(ll) if bool(ok) else float("nan")
 
 
-def _minimise(
-    model: GramModel, theta0: np.ndarray, y: np.ndarray, max_iter: int, tolerance: float
-) -> tuple[np.ndarray, float]:
-    """L-BFGS-B on ``-log p(y)`` inside the parameter box; returns ``(theta, ll)``.
-
-    A point where ``K`` is not positive definite is answered with a large loss and a
-    zero gradient, so the line search backs off; the best point seen is kept, so a
-    run that ends in such a region still returns its best finite fit (``ll`` is NaN
-    only if no point was finite).
-    """
-    best = [np.array(theta0), -math.inf]
-
-    def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-            ll, g = model.log_likelihood(theta, y)
-        if g is None or not math.isfinite(ll):
-            return 1e10, np.zeros_like(theta)
-        if ll > best[1]:
-            best[0], best[1] = theta.copy(), ll
-        return -ll, -g
-
-    if max_iter > 0:
-        minimize(
-            objective,
-            theta0,
-            jac=True,
-            method="L-BFGS-B",
-            bounds=model.optimiser_bounds,
-            options={"maxiter": max_iter, "ftol": tolerance, "gtol": 1e-6, "maxcor": 20},
-        )
-    else:
-        objective(theta0)
-    ll = best[1] if math.isfinite(best[1]) else math.nan
-    return best[0], ll
-
-
 def _each(pool: ThreadPoolExecutor | None, fn: Callable, items: Sequence) -> list:
     """``[fn(item) for item in items]``, in order, on the pool's threads when there is one.
 
@@ -369,26 +337,31 @@ def _each(pool: ThreadPoolExecutor | None, fn: Callable, items: Sequence) -> lis
 
 
 def _minimise_each(
-    pool: ThreadPoolExecutor | None,
+    pool: Pool,
     model: GramModel,
     thetas: Sequence[np.ndarray],
     y: np.ndarray,
     max_iter: int,
     tolerance: float,
 ) -> list[tuple[np.ndarray, float]]:
-    """:func:`_minimise` from each of ``thetas`` (:func:`_each`)."""
+    """:func:`minimise` from each of ``thetas`` (:func:`_each`, or split between
+    processes, :class:`prolas.gp.split.ProcessSplit`)."""
+    if isinstance(pool, ProcessSplit):
+        return pool.minimise(model, thetas, y, max_iter, tolerance)
     pool = pool if model.n >= THREADED_FIT_POINTS else None
     return _each(
-        pool, partial(_minimise, model, y=y, max_iter=max_iter, tolerance=tolerance), thetas
+        pool, partial(minimise, model, y=y, max_iter=max_iter, tolerance=tolerance), thetas
     )
 
 
 def _value_each(
-    pool: ThreadPoolExecutor | None, model: GramModel, thetas: Sequence[np.ndarray], y: np.ndarray
+    pool: Pool, model: GramModel, thetas: Sequence[np.ndarray], y: np.ndarray
 ) -> list[float]:
-    """:func:`_value` at each of ``thetas`` (:func:`_each`)."""
+    """:func:`_value` at each of ``thetas`` (:func:`_each`, or split between processes)."""
+    if isinstance(pool, ProcessSplit):
+        return pool.value(model, thetas, y)
     pool = pool if model.n >= THREADED_FIT_POINTS else None
-    return _each(pool, partial(_value, model, y=y), thetas)
+    return _each(pool, partial(log_likelihood_at, model, y=y), thetas)
 
 
 def _screen(
@@ -396,7 +369,7 @@ def _screen(
     stages: tuple[tuple[int, int, int], ...],
     on_points,
     config: FitConfig,
-    pool: ThreadPoolExecutor | None = None,
+    pool: Pool = None,
 ) -> list[np.ndarray]:
     """Successive screening (:meth:`FitConfig.schedule`): the candidates after the last
     stage, best first (failed ones dropped)."""
@@ -461,12 +434,6 @@ def _hop_moves(
     return moves
 
 
-def _value(model: GramModel, theta: np.ndarray, y: np.ndarray) -> float:
-    """``log p(y | theta)`` without its gradient (NaN where ``K`` is not positive definite)."""
-    with np.errstate(all="ignore"):  # thread-local: set in the thread that evaluates
-        return model.log_likelihood(theta, y, grad=False)[0]
-
-
 def _hop(
     model: GramModel,
     theta: np.ndarray,
@@ -474,7 +441,7 @@ def _hop(
     y: np.ndarray,
     config: FitConfig,
     hints: tuple[float, ...] = (),
-    pool: ThreadPoolExecutor | None = None,
+    pool: Pool = None,
 ) -> tuple[np.ndarray, float]:
     """Basin hopping from a polished fit (:class:`FitConfig`): per round, the ``hop_moves``
     best single-parameter moves of :func:`_hop_moves` run ``hop_iter`` iterations each;
@@ -496,7 +463,7 @@ def _hop(
         if not tried:
             break
         th, _ = max(tried, key=lambda c: c[1])
-        th, v = _minimise(model, th, y, config.max_iter, config.tolerance)
+        th, v = minimise(model, th, y, config.max_iter, config.tolerance)
         if not v > ll:
             break
         theta, ll = th, v
@@ -525,7 +492,7 @@ def fit_gp(
 
     Each restart runs ``screen_iter`` L-BFGS-B iterations (on at most
     ``screen_points`` evenly spaced points); the ``keep`` best are then polished to
-    convergence on all the data (:func:`_minimise`; analytic gradients from
+    convergence on all the data (:func:`prolas.gp.minimise.minimise`; analytic gradients from
     :class:`prolas.gp.gram.GramModel`).
 
     Args:
@@ -544,11 +511,13 @@ def fit_gp(
             refit of a chosen model on more data uses it (:func:`prolas.pipeline.refit`):
             its random restart is there for when the model's own fit is poor on all the
             data, and then it is the best.
-        workers: threads running the fit's independent minimisations (restarts,
-            polishes, hop moves) side by side (:func:`_each`); the result is the same for
-            every value. Give it the cores nothing else uses: a fit inside a pool of
-            worker processes keeps 1. Used from :data:`THREADED_FIT_POINTS` to 2 000
-            points; above, the BLAS threads parallelise each evaluation instead.
+        workers: how many run the fit's independent minimisations (restarts, polishes,
+            hop moves) side by side: threads from :data:`THREADED_FIT_POINTS` to 2 000
+            points (:func:`_each`), this process and ``workers - 1`` worker processes
+            below (:class:`prolas.gp.split.ProcessSplit`, where threads queue for the
+            GIL); above 2 000 points the BLAS threads parallelise each evaluation
+            instead. The result is the same for every value. Give it the cores nothing
+            else uses: a fit inside a pool of worker processes keeps 1.
 
     Never raises for numerical trouble: if every restart fails after
     ``config.attempts`` fresh initialisations, the result has ``status="failed"`` and
@@ -559,14 +528,18 @@ def fit_gp(
     # 144 x 144 dot product. Large N keeps the threads.
     threads = 1 if dataset.n <= 2000 else None
     keep_heap()  # the evaluations' N x N temporaries reuse freed memory (prolas.memory)
-    workers = max(1, int(workers)) if threads == 1 and dataset.n >= THREADED_FIT_POINTS else 1
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="prolas-fit") if workers > 1 else None
+    workers = max(1, int(workers)) if threads == 1 else 1
+    pool: Pool = None
+    if workers > 1 and dataset.n >= THREADED_FIT_POINTS:
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="prolas-fit")
+    elif workers > 1:  # small data: threads queue for the GIL, processes do not
+        pool = ProcessSplit(workers)
     try:
         with threadpool_limits(limits=threads, user_api="blas"):
             config = _fit_config(config, restarts, seed)
             return _fit_gp(expr, dataset, config, init, cold, pool, hop_from_best_only)
     finally:
-        if pool is not None:
+        if isinstance(pool, ThreadPoolExecutor):
             pool.shutdown()
 
 
@@ -576,7 +549,7 @@ def _fit_gp(
     config: FitConfig,
     init: FitResult | Sequence[FitResult] | None,
     cold: bool = True,
-    pool: ThreadPoolExecutor | None = None,
+    pool: Pool = None,
     hop_from_best_only: bool = False,
 ) -> FitResult:
     t_start = time.perf_counter()

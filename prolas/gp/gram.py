@@ -191,6 +191,7 @@ class GramModel:
         self, expr: Expression, t: np.ndarray, period_floor: float, lengthscale_floor: float = 0.0
     ) -> None:
         self.expr = expr
+        self.period_floor, self.lengthscale_floor = float(period_floor), float(lengthscale_floor)
         self.terms: tuple[tuple[str, ...], ...] = tuple(tuple(term) for term in expr.terms)
         self.t = np.asarray(t, dtype=np.float64).reshape(-1)
         self.n = self.t.size

@@ -936,20 +936,26 @@ def horizon_band_scale(
     return _interval_scale_on(check, w, bounds, level)
 
 
+def _interval_score(y: np.ndarray, lower: np.ndarray, upper: np.ndarray, alpha: float) -> float:
+    """Mean interval score ``IS_α`` (:func:`horizon_band_scale`); the same score as
+    :func:`prolas.report.scoring.interval_score`, which imports this module."""
+    below = (2.0 / alpha) * (lower - y) * (y < lower)
+    above = (2.0 / alpha) * (y - upper) * (y > upper)
+    return float(np.mean((upper - lower) + below + above))
+
+
 def _interval_scale_on(
     check: HorizonCheck, w: np.ndarray, bounds: tuple[float, float], level: float
 ) -> tuple[float, int]:
     """The grid factor of least mean interval score on ``check``'s pairs (weights
     ``w`` ``(K, P)``); 1 with fewer than :data:`BAND_SCALE_MIN_POINTS` pairs."""
-    from prolas.report.scoring import interval_score  # scoring imports this module
-
     if check.n_pairs < BAND_SCALE_MIN_POINTS:
         return 1.0, check.n_pairs
     alpha = 1.0 - float(level)
     grid = np.exp(np.linspace(math.log(bounds[0]), math.log(bounds[1]), 97))
     scores = np.array(
         [
-            interval_score(
+            _interval_score(
                 check.y,
                 mixture_quantiles(alpha / 2, check.means, g * check.sds, w),
                 mixture_quantiles(1 - alpha / 2, check.means, g * check.sds, w),

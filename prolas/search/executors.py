@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import signal
 import threading
@@ -40,6 +39,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
 
 from prolas.errors import ProlasError
+from prolas.processes import WARM_MODULES, process_context, start_forkserver
 from prolas.threads import available_cores
 
 __all__ = [
@@ -57,11 +57,6 @@ __all__ = [
 SMALL_JOB = 10
 
 _THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-#: Imported once in the fork server (and by Dask workers at start-up). A GP fit
-#: imports these lazily; in a fresh process that made the first fit take ≈ 13 s
-#: instead of ≈ 0.4 s (measured under load, benchmarks/results/parallel/PARALLEL.md).
-WARM_MODULES = ("prolas.gp", "scipy.signal", "torch._dynamo", "torch.optim")
 
 
 class ExecutorError(ProlasError):
@@ -97,28 +92,6 @@ def _init_worker(threads: int) -> None:
     _pin_threads(threads)
 
 
-def _mp_context(extra: tuple[str, ...] = ()) -> multiprocessing.context.BaseContext:
-    """``forkserver`` with :data:`WARM_MODULES` (and ``extra``) pre-imported: workers
-    fork from one clean server that has imported torch, so a pool (and its replacement
-    after a crash) starts without re-importing anything; ``spawn`` where there is no
-    forkserver. The preload list only matters before the server first starts."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload([*WARM_MODULES, *extra])
-        return ctx
-    return multiprocessing.get_context("spawn")  # pragma: no cover - Windows
-
-
-def _start_forkserver(extra: tuple[str, ...] = ()) -> str:
-    """Start the shared fork server now (with our preloads); returns the start method."""
-    ctx = _mp_context(extra)
-    if ctx.get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
-    return ctx.get_start_method()
-
-
 class ProcessPool(Executor):
     """A ``ProcessPoolExecutor`` that replaces itself after a worker died.
 
@@ -145,7 +118,7 @@ class ProcessPool(Executor):
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
             self.workers,
-            mp_context=_mp_context(),
+            mp_context=process_context(),
             initializer=_init_worker,
             initargs=(self.threads,),
         )
@@ -231,7 +204,7 @@ def _dask_executor(scheduler: str | None, dask_local: int | None) -> Iterator[Ex
             # Dask's nanny starts workers with multiprocessing (``spawn`` by default, each
             # worker then imports torch, Dask, scipy: ~10 s each on a busy machine); fork
             # them from our pre-loaded fork server instead.
-            method = _start_forkserver(extra=("distributed",))
+            method = start_forkserver(extra=("distributed",))
             stack.enter_context(
                 dask.config.set({"distributed.worker.multiprocessing-method": method})
             )
