@@ -39,7 +39,8 @@ from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_
 
 
 def journal_fits(path: Path, n: int) -> dict[str, FitResult]:
-    """Every successful fit of a search journal, by expression."""
+    """Every successful fit of a search journal by expression, in the journal's order (a
+    repair's line, later in the journal, replaces the fit it repaired)."""
     fits = {}
     for line in path.read_text().splitlines()[1:]:
         entry = json.loads(line)

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from band_calibration import journal_fits  # the sibling script (benchmarks/scripts/)
 
 from prolas.bench.forecast_bench import suite_series
 from prolas.bench.paired import bootstrap_interval, differences, sign_test, verdict
@@ -54,18 +55,6 @@ CANDIDATES = {
     "P5": ("horizon-mix", 5, 1000, "log"),
     "P5i": ("horizon-mix", 5, 1000, "interval"),
 }
-
-
-def journal_fits(path: Path, n: int) -> dict[str, FitResult]:
-    """Every successful fit of a search journal by expression (a repair's line, later in
-    the journal, replaces the fit it repaired), in the journal's order."""
-    fits: dict[str, FitResult] = {}
-    for line in path.read_text().splitlines()[1:]:
-        entry = json.loads(line)
-        doc = entry.get("fit")
-        if entry.get("status") == "ok" and doc:
-            fits[entry["expression"]] = FitResult.from_json(doc, n)
-    return fits
 
 
 def ranked(fits: dict[str, FitResult], k: int) -> list[FitResult]:
@@ -198,11 +187,16 @@ def main(argv: list[str] | None = None) -> int:
         for s, _ in suite_series(args.suite, args.data_dir, args.half)
     ]
     rows: list[dict] = []
-    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        for i, part in enumerate(pool.map(_job, jobs), 1):
+    pool = ProcessPoolExecutor(max_workers=args.workers) if args.workers > 1 else None
+    try:
+        parts = pool.map(_job, jobs) if pool is not None else map(_job, jobs)
+        for i, part in enumerate(parts, 1):
             rows.extend(part)
             if part:
                 print(f"{i}/{len(jobs)} {part[0]['series']}", file=sys.stderr)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     table = pd.DataFrame(rows)
     if args.out:
         table.to_csv(args.out, index=False)
