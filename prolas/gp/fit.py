@@ -357,7 +357,8 @@ def _minimise_each(
 def _value_each(
     pool: Pool, model: GramModel, thetas: Sequence[np.ndarray], y: np.ndarray
 ) -> list[float]:
-    """:func:`_value` at each of ``thetas`` (:func:`_each`, or split between processes)."""
+    """:func:`log_likelihood_at` each of ``thetas`` (:func:`_each`, or split between
+    processes)."""
     if isinstance(pool, ProcessSplit):
         return pool.value(model, thetas, y)
     pool = pool if model.n >= THREADED_FIT_POINTS else None
