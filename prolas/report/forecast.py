@@ -470,6 +470,8 @@ def forecast(
         draws = HORIZON_MIX_DRAWS
     if band_score not in BAND_SCORES:
         raise ForecastError(f"unknown band score {band_score!r}; choose from {BAND_SCORES}")
+    if band_score != "log" and method != "horizon-mix":
+        raise ForecastError("band_score applies to method='horizon-mix' only")
     fits, w = _as_fits(fit_or_fits, weights)
     check = None
     pairs = None  # horizon-mix: its refitted check, reused by the refitted band

@@ -243,6 +243,10 @@ def test_a_bootstrapped_horizon_mix_uses_the_same_pairs(trend_season, fits) -> N
     np.testing.assert_allclose(boot.component_means, plain.component_means)
     with pytest.raises(fc_module.ForecastError, match="draws"):
         forecast(fits, trend_season, horizon=12, method="rolling-mix", draws=10)
+    with pytest.raises(fc_module.ForecastError, match="band_score"):
+        forecast(fits, trend_season, horizon=12, method="best", band_score="interval")
+    with pytest.raises(fc_module.ForecastError, match="band score"):
+        forecast(fits, trend_season, horizon=12, method="horizon-mix", band_score="crps")
 
 
 def _synthetic_check(k: float, n_pairs: int = 4000, seed: int = 3):
@@ -309,3 +313,14 @@ def test_mixture_cdf_takes_one_weight_column_per_point() -> None:
         for j in range(7)
     ]
     np.testing.assert_allclose(fc_module.mixture_cdf(q, means, sds, w), np.concatenate(per_point))
+
+
+def test_the_band_factors_interval_score_is_the_scores_interval_score() -> None:
+    from prolas.report.scoring import interval_score
+
+    rng = np.random.default_rng(2)
+    y, mid = rng.normal(size=50), rng.normal(size=50)
+    lower, upper = mid - rng.uniform(0.1, 2, 50), mid + rng.uniform(0.1, 2, 50)
+    assert fc_module._interval_score(y, lower, upper, 0.05) == pytest.approx(
+        interval_score(y, lower, upper, 0.05), rel=1e-12
+    )
