@@ -12,6 +12,9 @@ and forecasts the test file three ways:
   best (:func:`prolas.report.forecast.rolling_pick`, 5 origins, lowest RMSE);
 * ``rolling_mix``: the K models' mixture weighted by their summed log predictive density
   on the same check (:func:`prolas.report.forecast.rolling_weights`, ``method="rolling-mix"``);
+* ``horizon_mix``: the K models' mixture weighted by forecasts at the test's lead times
+  from hyperparameters refitted before each origin
+  (:func:`prolas.report.forecast.horizon_weights`, ``method="horizon-mix"``);
 * ``best_all``: where the search ran on a subsample (``n_search < n_train``), the model of
   highest BIC on all training points among the K refits; elsewhere the best model (the
   search's BICs are already on all points).
@@ -40,7 +43,7 @@ from prolas.data import Dataset, load_csv
 from prolas.gp import FitConfig, FitResult, fit_gp
 from prolas.report.forecast import forecast
 
-WAYS = ("best", "bma", "rolling", "rolling_mix", "best_all")
+WAYS = ("best", "bma", "rolling", "rolling_mix", "horizon_mix", "best_all")
 #: The series every default was decided on (benchmarks/RESULTS.md, "How the defaults were chosen").
 TUNING = ("airline", "call-centre", "sulphuric")
 
@@ -107,7 +110,13 @@ def evaluate_cell(
     base = {"dataset": name, "method": cell["method"], "seed": cell["seed"], "k": len(fits)}
     best = forecast(final, train, x_new=test.x)
     rows.append({**base, "way": "best", "expression": final.expression, "rmse": _rmse(best, test)})
-    for way, method in (("bma", "bma"), ("rolling", "rolling"), ("rolling_mix", "rolling-mix")):
+    ways = (
+        ("bma", "bma"),
+        ("rolling", "rolling"),
+        ("rolling_mix", "rolling-mix"),
+        ("horizon_mix", "horizon-mix"),
+    )
+    for way, method in ways:
         fc = forecast(fits, train, x_new=test.x, method=method)
         what = fc.models[0]  # the pick
         if method != "rolling":
