@@ -52,4 +52,11 @@ def test_refits_of_the_top_models_use_the_grids_fit_seed(monkeypatch) -> None:
     monkeypatch.setattr(fc, "fit_gp", spy)
     rows = fc.evaluate_cell(cell, DATA, k=2, restarts=8, lengthscale_floor=1.0, fit_seed=3)
     assert seeds and set(seeds) == {3}
-    assert {r["way"] for r in rows} == {"best", "bma", "rolling", "rolling_mix", "best_all"}
+    assert {r["way"] for r in rows} == {
+        "best",
+        "bma",
+        "rolling",
+        "rolling_mix",
+        "horizon_mix",
+        "best_all",
+    }
