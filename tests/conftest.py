@@ -122,3 +122,24 @@ def planted_se_per():
     L = np.linalg.cholesky(K + 1e-8 * np.eye(100))
     y = L @ rng.standard_normal(100) + 0.1 * rng.standard_normal(100)
     return Dataset.from_arrays(x, y, name="planted")
+
+
+@pytest.fixture(scope="session")
+def trend_season():
+    """60 monthly points: a linear trend plus a yearly cycle plus noise (the forecast
+    tests' data)."""
+    from prolas.data import Dataset
+
+    rng = np.random.default_rng(5)
+    x = 2000 + np.arange(60) / 12
+    y = 3 * (x - 2000) + np.sin(2 * np.pi * x) + 0.1 * rng.standard_normal(60)
+    return Dataset.from_arrays(x, y, name="trend_season")
+
+
+@pytest.fixture(scope="session")
+def fits(trend_season):
+    """A good model of trend_season (``LIN + PER``) and two that miss its cycle or its
+    trend (``SE``, ``LIN``; far lower BIC)."""
+    from prolas.gp import fit_gp
+
+    return [fit_gp(e, trend_season, restarts=2) for e in ("LIN + PER", "SE", "LIN")]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import threading
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -138,8 +139,6 @@ def wait_ready(workers: int, timeout: float = 60.0) -> bool:
     """Start the pool of ``workers`` processes if needed and wait until its workers have
     started (a benchmark or a test that wants every fit split); False if they could not
     start in ``timeout`` seconds or the worker processes were given up."""
-    import time
-
     deadline = time.monotonic() + timeout
     while _FAILED is None and time.monotonic() < deadline:
         try:

@@ -1090,12 +1090,7 @@ def rolling_weights(
     table = rolling_origin_check(fits, dataset, **check_options)
     table = table[table["model"] != "bma"].reset_index(drop=True)
     total = table["mlpd"].to_numpy() * table["n_predictions"].to_numpy()
-    if np.isfinite(total).any():
-        total = np.where(np.isfinite(total), total, -np.inf)  # a NaN/inf score: weight 0
-        w = np.exp(total - total.max())
-        w = w / w.sum()
-    else:  # no model scored (densities underflowed): the BIC weights, never NaNs
-        w = bic_weights(table["bic"].to_numpy())
+    w = _pseudo_bma(total, table["bic"].to_numpy())  # a NaN/inf score: weight 0
     table = table.rename(columns={"weight": "bic_weight"})  # beside the weights used
     table["rolling_weight"] = w
     return w, table

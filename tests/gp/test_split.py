@@ -7,21 +7,14 @@ import os
 
 import numpy as np
 import pytest
-from conftest import ROOT
 from threadpoolctl import threadpool_limits
 
 import prolas.gp.split as split
-from prolas.data import load_csv
 from prolas.expr import parse
 from prolas.gp import fit_gp
 from prolas.gp.gram import GramModel
 from prolas.gp.minimise import log_likelihood_at, minimise
 from prolas.gp.starts import initial_thetas
-
-
-@pytest.fixture(scope="module")
-def airline():
-    return load_csv(str(ROOT / "data" / "airline.csv"))
 
 
 @pytest.fixture(scope="module")

@@ -48,21 +48,6 @@ def numpy_mixture_cdf(q, means, sds, weights) -> np.ndarray:
     return (np.asarray(weights)[:, None] * 0.5 * (1 + _erf(z / math.sqrt(2)))).sum(0)
 
 
-@pytest.fixture(scope="module")
-def trend_season():
-    """60 monthly points: a linear trend plus a yearly cycle plus noise."""
-    rng = np.random.default_rng(5)
-    x = 2000 + np.arange(60) / 12
-    y = 3 * (x - 2000) + np.sin(2 * np.pi * x) + 0.1 * rng.standard_normal(60)
-    return Dataset.from_arrays(x, y, name="trend_season")
-
-
-@pytest.fixture(scope="module")
-def fits(trend_season):
-    """A good model of trend_season and two poor ones (far lower BIC)."""
-    return [fit_gp(e, trend_season, restarts=2) for e in ("LIN + PER", "SE", "LIN")]
-
-
 def monthly_csv(tmp_path, n: int = 40) -> Path:
     dates = pd.date_range("2001-01-01", periods=n, freq="MS")
     t = np.arange(n)

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import prolas.report.forecast as fc_module
-from prolas.data import Dataset
 from prolas.gp import fit_gp, predict
 from prolas.report.forecast import (
     BAND_SCALE_MIN_POINTS,
@@ -24,21 +23,6 @@ from prolas.report.forecast import (
     origin_weights,
     rolling_weights,
 )
-
-
-@pytest.fixture(scope="module")
-def trend_season() -> Dataset:
-    """60 monthly points: a linear trend plus a yearly cycle plus noise."""
-    rng = np.random.default_rng(5)
-    x = 2000 + np.arange(60) / 12
-    y = 3 * (x - 2000) + np.sin(2 * np.pi * x) + 0.1 * rng.standard_normal(60)
-    return Dataset.from_arrays(x, y, name="trend_season")
-
-
-@pytest.fixture(scope="module")
-def fits(trend_season):
-    """The model of trend_season's structure, and two that miss its trend or cycle."""
-    return [fit_gp(e, trend_season, restarts=2) for e in ("LIN + PER", "SE", "LIN")]
 
 
 def _log_normal(y, mean, var):
