@@ -104,7 +104,7 @@ from prolas.records import SearchResult
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluator
 from prolas.search.portfolio import warm_start
-from prolas.surrogates.acquisition import sequence_edits
+from prolas.surrogates.acquisition import sequence_drops, sequence_edits
 from prolas.surrogates.model import dense_numerics
 from prolas.vae import TrainedVAE, resolve_vae
 
@@ -173,6 +173,13 @@ class LatentBOConfig:
             (``benchmarks/results/incumbent_steps/``: on the M3 tuning half, 58 of 75
             series at CKS's optimum instead of 55, at 1.19 times CKS's wall time instead
             of 1.33); 0: plain LogEI.
+        drop_edits: the grammar edits of the best points (the pool's and the incumbent
+            steps') also drop any one kernel with the operation that joined it
+            (:func:`~prolas.surrogates.acquisition.sequence_drops`), not only the last:
+            the smaller models inside the incumbent, where the latent search can end on
+            a larger expression of lower BIC (``LIN*RQ*SE`` above ``LIN*RQ``,
+            ``benchmarks/results/adaptive_stop/``). Off by default
+            (``benchmarks/results/drop_edits/`` measures it).
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -226,6 +233,7 @@ class LatentBOConfig:
     surrogate_noise_floor: float = 1e-4
     incumbent_every: int = 2
     cost_power: float = 1.0
+    drop_edits: bool = False
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -249,7 +257,7 @@ class LatentBOConfig:
         every step; records from before the short-series options lack ``short_library`` and
         ``short_patience``: those ranked every series on the nine series' library and had
         no patience stop; records from before incumbent steps lack ``incumbent_every``
-        (and ``cost_power``)."""
+        (and ``cost_power``), records from before drop edits lack ``drop_edits``."""
         values = {
             "base_kernels": False,
             "pool_window": 1,
@@ -261,6 +269,7 @@ class LatentBOConfig:
             "surrogate_noise_floor": 1e-4,
             "incumbent_every": 0,
             "cost_power": 0.0,
+            "drop_edits": False,
             **options,
         }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -708,11 +717,15 @@ class _LatentSearch:
         return [self.sequence_of.get(self.E[i], q) for i, q in zip(points, decoded)]
 
     def edits_of(self, seq: tuple[str, ...]) -> list[tuple[str, ...]]:
-        """The grammar edits of a best point's sequence (:func:`sequence_edits`), their
-        unit-cube codes kept by sequence: encoded once per best point, as one batch."""
+        """The grammar edits of a best point's sequence (:func:`sequence_edits`, and
+        :func:`sequence_drops` with ``drop_edits``), their unit-cube codes kept by
+        sequence: encoded once per best point, as one batch."""
         edits = self._edits_of.get(seq)
         if edits is None:
-            edits = self._edits_of[seq] = sorted(set(sequence_edits(seq, self.vae.grammar)))
+            edits = sequence_edits(seq, self.vae.grammar)
+            if self.opt.drop_edits:
+                edits += sequence_drops(seq, self.vae.grammar)
+            edits = self._edits_of[seq] = sorted(set(edits))
             new = [q for q in edits if q not in self._code_of]
             if new:
                 self._code_of.update(zip(new, self.to_unit(self.vae.encode_sequences(new))))

@@ -41,6 +41,7 @@ __all__ = [
     "mutate",
     "neighbours",
     "optimise_acquisition",
+    "sequence_drops",
     "sequence_edits",
 ]
 
@@ -94,9 +95,7 @@ def _apply(seq: GSeq, kind: str, grammar: Grammar, rng: np.random.Generator) -> 
     elif kind == "remove":  # drop one kernel with its operator (a term or a factor)
         if len(kernels) < 2:
             return None
-        j = int(rng.integers(len(kernels)))
-        kernels = kernels[:j] + kernels[j + 1 :]
-        ops = ops[1:] if j == 0 else ops[: j - 1] + ops[j:]
+        kernels, ops = _drop(kernels, ops, int(rng.integers(len(kernels))))
     elif kind == "swap_op":
         if not ops or len(allowed) < 2:
             return None
@@ -110,6 +109,12 @@ def _apply(seq: GSeq, kind: str, grammar: Grammar, rng: np.random.Generator) -> 
     out = build_sequence(kernels, ops, n_max)
     grammar.validate_sequence(out)
     return out
+
+
+def _drop(kernels: list[str], ops: list[str], j: int) -> tuple[list[str], list[str]]:
+    """Kernel j dropped with the operation that joined it (the first kernel: the second
+    takes its place and the second's operation goes)."""
+    return kernels[:j] + kernels[j + 1 :], ops[1:] if j == 0 else ops[: j - 1] + ops[j:]
 
 
 def mutate(
@@ -183,6 +188,29 @@ def sequence_edits(seq: GSeq, grammar: Grammar) -> list[GSeq]:
         and not never & set(q[0::2])
         and math.isfinite(grammar.log_prob(q))
     ]
+
+
+def sequence_drops(seq: GSeq, grammar: Grammar) -> list[GSeq]:
+    """Every sequence that drops one kernel of ``seq`` with the operation that joined it
+    (the EA's ``remove`` mutation, all of them), where the grammar gives it non-zero
+    probability: a term of a sum, a factor of a product, or the kernel a change operator
+    brought in. :func:`sequence_edits` drops only the last ``op K`` pair; these are the
+    smaller models inside the expression wherever the kernel sits, which CKS reaches by
+    growing and the latent search can pass over (``LIN*RQ`` inside ``LIN*SE*RQ``).
+
+    >>> from prolas.grammar import sequence_expression
+    >>> drops = sequence_drops(("SE", "+", "PER", "*", "LIN", "stop"), Grammar.default())
+    >>> [str(sequence_expression(q)) for q in drops]
+    ['LIN*PER', 'LIN*SE', 'PER + SE']
+    """
+    kernels, ops = sequence_kernels_ops(seq)
+    out: list[GSeq] = []
+    never = set(grammar.base_kernels) - set(grammar.emitted_kernels)
+    for j in range(len(kernels) if len(kernels) > 1 else 0):
+        q = build_sequence(*_drop(kernels, ops, j), grammar.max_operations)
+        if q not in out and not never & set(q[0::2]) and math.isfinite(grammar.log_prob(q)):
+            out.append(q)
+    return out
 
 
 class _Scored:
