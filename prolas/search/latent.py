@@ -180,6 +180,10 @@ class LatentBOConfig:
             a larger expression of lower BIC (``LIN*RQ*SE`` above ``LIN*RQ``,
             ``benchmarks/results/adaptive_stop/``). Off by default
             (``benchmarks/results/drop_edits/`` measures it).
+        drops_first: an incumbent step first ranks only the incumbent's new drops
+            (:func:`~prolas.surrogates.acquisition.sequence_drops`) and evaluates the best
+            of them; only when none is left, its grammar edits. Off by default
+            (``benchmarks/results/drop_edits/``).
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -234,6 +238,7 @@ class LatentBOConfig:
     incumbent_every: int = 2
     cost_power: float = 1.0
     drop_edits: bool = False
+    drops_first: bool = False
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -257,7 +262,8 @@ class LatentBOConfig:
         every step; records from before the short-series options lack ``short_library`` and
         ``short_patience``: those ranked every series on the nine series' library and had
         no patience stop; records from before incumbent steps lack ``incumbent_every``
-        (and ``cost_power``), records from before drop edits lack ``drop_edits``."""
+        (and ``cost_power``), records from before drop edits lack ``drop_edits`` and
+        ``drops_first``."""
         values = {
             "base_kernels": False,
             "pool_window": 1,
@@ -270,6 +276,7 @@ class LatentBOConfig:
             "incumbent_every": 0,
             "cost_power": 0.0,
             "drop_edits": False,
+            "drops_first": False,
             **options,
         }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -592,11 +599,21 @@ class _LatentSearch:
 
     def incumbent_step(self) -> int | None:
         """Evaluate the ``batch`` new grammar edits of the best point of highest
-        acquisition (each edit's own expression at its latent code); None if it has none
-        left (or the surrogate failed): the step then ranks the whole pool."""
+        acquisition (each edit's own expression at its latent code; with ``drops_first``
+        its new drops before its other edits); None if it has none left (or the
+        surrogate failed): the step then ranks the whole pool."""
         (seq,) = self.sequences_at(self.top_points()[:1])
+        if self.opt.drops_first:
+            new = self.evaluate_best_move(self.drops_of(seq))
+            if new is not None:
+                return new
+        return self.evaluate_best_move(self.edits_of(seq))
+
+    def evaluate_best_move(self, moves: list[tuple[str, ...]]) -> int | None:
+        """Evaluate the ``batch`` new sequences of ``moves`` (encoded already) of highest
+        acquisition; None if none is new or the surrogate failed."""
         picked: dict[str, tuple[tuple[str, ...], Expression]] = {}
-        for q in self.edits_of(seq):
+        for q in moves:
             e = sequence_expression(q)
             if not self.ev.seen(e):
                 picked.setdefault(str(e), (q, e))
@@ -730,6 +747,14 @@ class _LatentSearch:
             if new:
                 self._code_of.update(zip(new, self.to_unit(self.vae.encode_sequences(new))))
         return edits
+
+    def drops_of(self, seq: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """:func:`sequence_drops` of a best point's sequence, encoded as :meth:`edits_of`'s."""
+        drops = sequence_drops(seq, self.vae.grammar)
+        new = [q for q in drops if q not in self._code_of]
+        if new:
+            self._code_of.update(zip(new, self.to_unit(self.vae.encode_sequences(new))))
+        return drops
 
     def best_new(
         self, pool: torch.Tensor, exprs: list[Expression], k: int, exclude: set[str]

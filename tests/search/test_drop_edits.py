@@ -76,10 +76,10 @@ def trained():
     return load_checkpoint("default")
 
 
-def _names(trained, drops: bool, seed: int, budget: int = 70) -> list[str]:
+def _names(trained, drops: bool, seed: int, budget: int = 70, first: bool = False) -> list[str]:
     x = np.linspace(0.0, 1.0, 60)
     data = Dataset.from_arrays(x, np.sin(6 * x), name="synthetic")
-    options = LatentBOConfig(incumbent_every=1, drop_edits=drops)
+    options = LatentBOConfig(incumbent_every=1, drop_edits=drops, drops_first=first)
     res = search_prolas(
         Evaluator(_score, budget),
         data,
@@ -114,3 +114,11 @@ def test_drop_edits_are_off_by_default_and_recorded() -> None:
     assert LatentBOConfig().drop_edits is False
     assert LatentBOConfig.from_record({}).drop_edits is False
     assert LatentBOConfig.from_overrides(["drop_edits=true"]).drop_edits is True
+
+
+def test_drops_first_evaluates_the_incumbents_drops_before_its_edits(trained) -> None:
+    names = _names(trained, False, 0, first=True)
+    found = names.index("LIN*SE + PER")
+    # its drops not evaluated yet (LIN*SE is its parent): LIN + PER, the best, and PER + SE
+    assert set(names[found + 1 : found + 3]) == {"LIN + PER", "PER + SE"}
+    assert LatentBOConfig().drops_first is False
