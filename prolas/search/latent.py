@@ -743,18 +743,20 @@ class _LatentSearch:
             if self.opt.drop_edits:
                 edits += sequence_drops(seq, self.vae.grammar)
             edits = self._edits_of[seq] = sorted(set(edits))
-            new = [q for q in edits if q not in self._code_of]
-            if new:
-                self._code_of.update(zip(new, self.to_unit(self.vae.encode_sequences(new))))
+            self.encode_moves(edits)
         return edits
 
     def drops_of(self, seq: tuple[str, ...]) -> list[tuple[str, ...]]:
         """:func:`sequence_drops` of a best point's sequence, encoded as :meth:`edits_of`'s."""
         drops = sequence_drops(seq, self.vae.grammar)
-        new = [q for q in drops if q not in self._code_of]
+        self.encode_moves(drops)
+        return drops
+
+    def encode_moves(self, moves: list[tuple[str, ...]]) -> None:
+        """Keep the unit-cube codes of the sequences not encoded yet (one batch)."""
+        new = [q for q in moves if q not in self._code_of]
         if new:
             self._code_of.update(zip(new, self.to_unit(self.vae.encode_sequences(new))))
-        return drops
 
     def best_new(
         self, pool: torch.Tensor, exprs: list[Expression], k: int, exclude: set[str]

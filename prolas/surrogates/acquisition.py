@@ -204,9 +204,11 @@ def sequence_drops(seq: GSeq, grammar: Grammar) -> list[GSeq]:
     ['LIN*PER', 'LIN*SE', 'PER + SE']
     """
     kernels, ops = sequence_kernels_ops(seq)
+    if len(kernels) < 2:
+        return []
     out: list[GSeq] = []
     never = set(grammar.base_kernels) - set(grammar.emitted_kernels)
-    for j in range(len(kernels) if len(kernels) > 1 else 0):
+    for j in range(len(kernels)):
         q = build_sequence(*_drop(kernels, ops, j), grammar.max_operations)
         if q not in out and not never & set(q[0::2]) and math.isfinite(grammar.log_prob(q)):
             out.append(q)
