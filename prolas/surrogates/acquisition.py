@@ -180,14 +180,17 @@ def sequence_edits(seq: GSeq, grammar: Grammar) -> list[GSeq]:
     11
     """
     n_kernels = len(sequence_kernels_ops(seq)[0])
-    never = set(grammar.base_kernels) - set(grammar.emitted_kernels)
     return [
         q
         for q in neighbours(seq, grammar)
-        if len(sequence_kernels_ops(q)[0]) >= n_kernels - 1
-        and not never & set(q[0::2])
-        and math.isfinite(grammar.log_prob(q))
+        if len(sequence_kernels_ops(q)[0]) >= n_kernels - 1 and _emitted(q, grammar)
     ]
+
+
+def _emitted(seq: GSeq, grammar: Grammar) -> bool:
+    """Whether the grammar can emit ``seq``: only kernels it emits, non-zero probability."""
+    never = set(grammar.base_kernels) - set(grammar.emitted_kernels)
+    return not never & set(seq[0::2]) and math.isfinite(grammar.log_prob(seq))
 
 
 def sequence_drops(seq: GSeq, grammar: Grammar) -> list[GSeq]:
@@ -207,10 +210,9 @@ def sequence_drops(seq: GSeq, grammar: Grammar) -> list[GSeq]:
     if len(kernels) < 2:
         return []
     out: list[GSeq] = []
-    never = set(grammar.base_kernels) - set(grammar.emitted_kernels)
     for j in range(len(kernels)):
         q = build_sequence(*_drop(kernels, ops, j), grammar.max_operations)
-        if q not in out and not never & set(q[0::2]) and math.isfinite(grammar.log_prob(q)):
+        if q not in out and _emitted(q, grammar):
             out.append(q)
     return out
 
