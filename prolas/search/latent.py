@@ -182,8 +182,11 @@ class LatentBOConfig:
             (``benchmarks/results/drop_edits/`` measures it).
         drops_first: an incumbent step first ranks only the incumbent's new drops
             (:func:`~prolas.surrogates.acquisition.sequence_drops`) and evaluates the best
-            of them; only when none is left, its grammar edits. Off by default
-            (``benchmarks/results/drop_edits/``).
+            of them; only when none is left, its grammar edits. An incumbent of k
+            kernels costs at most k - 1 such steps, each a fit smaller than its own.
+            Default on (``benchmarks/results/drop_edits/``: on the M3 tuning half at fit
+            seed 1, 55 of 75 series at CKS's optimum instead of 51, at 0.98 times CKS's
+            wall time instead of 1.10).
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -238,7 +241,7 @@ class LatentBOConfig:
     incumbent_every: int = 2
     cost_power: float = 1.0
     drop_edits: bool = False
-    drops_first: bool = False
+    drops_first: bool = True
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:

@@ -123,4 +123,5 @@ def test_drops_first_evaluates_the_incumbents_drops_before_its_edits(trained) ->
     found = names.index("LIN*SE + PER")
     # its drops not evaluated yet (LIN*SE is its parent): LIN + PER, the best, and PER + SE
     assert set(names[found + 1 : found + 3]) == {"LIN + PER", "PER + SE"}
-    assert LatentBOConfig().drops_first is False
+    assert LatentBOConfig().drops_first is True  # the default (benchmarks/results/drop_edits/)
+    assert LatentBOConfig.from_record({}).drops_first is False  # records from before it
