@@ -764,6 +764,16 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def console_main() -> int:
+    """The ``prolas`` console script and ``python -m prolas``: their main modules run
+    nothing on import, so a fit may start worker processes
+    (:func:`prolas.processes.main_module_is_guarded`)."""
+    from prolas.processes import main_module_is_guarded
+
+    main_module_is_guarded()
+    return main()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -10,16 +10,34 @@ first fit take ≈ 13 s instead of ≈ 0.4 s, measured under load,
 ``spawn``.
 
 As with every ``multiprocessing`` start method but ``fork``, a worker imports the main
-module of the program that started it: a script that uses worker processes keeps its
-top-level work under ``if __name__ == "__main__":``.
+module of the program that started it: a script that asks for worker processes
+(``--workers``, ``workers=``) keeps its top-level work under
+``if __name__ == "__main__":``. Worker processes nobody asked for (a fit's split on
+small data) start only where that import runs no user code
+(:func:`main_module_rerun_by_workers`).
+
+A worker exits when the process that started it dies, even by ``SIGKILL``
+(:func:`exit_with_parent`): a pool's idle workers would otherwise wait for work forever,
+each holding its memory (and the fork server with them).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.context
+import os
+import sys
+import threading
+from pathlib import Path
 
-__all__ = ["WARM_MODULES", "process_context", "start_forkserver"]
+__all__ = [
+    "WARM_MODULES",
+    "exit_with_parent",
+    "main_module_is_guarded",
+    "main_module_rerun_by_workers",
+    "process_context",
+    "start_forkserver",
+]
 
 #: Imported once in the fork server (and by Dask workers at start-up).
 WARM_MODULES = ("prolas.gp", "scipy.signal", "torch._dynamo", "torch.optim")
@@ -45,3 +63,56 @@ def start_forkserver(extra: tuple[str, ...] = ()) -> str:
 
         forkserver.ensure_running()
     return ctx.get_start_method()
+
+
+def main_module_rerun_by_workers() -> str | None:
+    """The main module a new worker process would run again, or None if it runs none.
+
+    A ``spawn`` or ``forkserver`` worker re-imports the starting program's main module
+    (``multiprocessing.spawn.get_preparation_data``) unless it is a package's
+    ``__main__`` (``python -m pkg``), IPython, or has no file (``python -c``, a
+    notebook's kernel, stdin). prolas's own entry points keep their work under
+    ``if __name__ == "__main__":`` and say so (:func:`main_module_is_guarded`). Any
+    other script may not: a worker would run its top level again (its fits, its
+    files) before doing what it was started for."""
+    if _GUARDED_MAIN:
+        return None
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None:
+        return None if name == "__main__" or name.endswith(".__main__") else name
+    path = getattr(main, "__file__", None)
+    if path is None or Path(path).stem == "ipython":
+        return None
+    return str(path)
+
+
+_GUARDED_MAIN = False
+
+
+def main_module_is_guarded() -> None:
+    """Declare that this program's main module runs nothing on import (prolas's command
+    line: the console script and ``python -m prolas``), so implicit worker processes
+    may start (:func:`main_module_rerun_by_workers`)."""
+    global _GUARDED_MAIN
+    _GUARDED_MAIN = True
+
+
+def exit_with_parent() -> None:
+    """In a worker process: exit at once when the process that started it dies.
+
+    A ``ProcessPoolExecutor`` worker blocks on its call queue, whose write end it holds
+    itself, so it never sees its parent die by ``SIGKILL`` (or the OOM killer) and would
+    wait forever. ``multiprocessing.parent_process()``'s sentinel is a pipe whose other
+    end only the parent holds: it becomes readable when the parent is gone. A daemon
+    thread waits on it and ends the worker with ``os._exit`` (no cleanup: the parent
+    that would collect anything is gone)."""
+    parent = multiprocessing.parent_process()
+    if parent is None or getattr(parent, "sentinel", None) is None:
+        return
+
+    def watch() -> None:
+        parent.join()  # waits on the sentinel: returns when the parent has exited
+        os._exit(1)
+
+    threading.Thread(target=watch, name="prolas-exit-with-parent", daemon=True).start()

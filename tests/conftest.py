@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from prolas.processes import main_module_is_guarded
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 
@@ -18,6 +20,9 @@ QUICK_CKS = ("--search", "cks", "--budget", "3", "--restarts", "1")
 
 # Small-N fits are fastest single-threaded (docs/fit.md); also keeps tests stable on 2 cores.
 torch.set_num_threads(1)
+# pytest's entry points run nothing on import: a fit's worker processes may start here
+# (prolas.processes.main_module_rerun_by_workers), so tests/gp/test_split.py splits.
+main_module_is_guarded()
 
 
 def load_script(name: str) -> ModuleType:

@@ -72,6 +72,7 @@ from prolas.gp.starts import (
 from prolas.limits import LENGTHSCALE_FLOOR
 from prolas.memory import keep_heap
 from prolas.nesting import embedding
+from prolas.processes import main_module_rerun_by_workers
 from prolas.records import Score, first_non_finite
 
 __all__ = [
@@ -518,7 +519,11 @@ def fit_gp(
             below (:class:`prolas.gp.split.ProcessSplit`, where threads queue for the
             GIL); above 2 000 points the BLAS threads parallelise each evaluation
             instead. The result is the same for every value. Give it the cores nothing
-            else uses: a fit inside a pool of worker processes keeps 1.
+            else uses: a fit inside a pool of worker processes keeps 1. Worker
+            processes start only where they would not run the main module's code
+            again (:func:`prolas.processes.main_module_rerun_by_workers`): from a
+            script, the minimisations run here unless it calls
+            :func:`prolas.processes.main_module_is_guarded`.
 
     Never raises for numerical trouble: if every restart fails after
     ``config.attempts`` fresh initialisations, the result has ``status="failed"`` and
@@ -533,7 +538,9 @@ def fit_gp(
     pool: Pool = None
     if workers > 1 and dataset.n >= THREADED_FIT_POINTS:
         pool = ThreadPoolExecutor(workers, thread_name_prefix="prolas-fit")
-    elif workers > 1:  # small data: threads queue for the GIL, processes do not
+    elif workers > 1 and main_module_rerun_by_workers() is None:
+        # small data: threads queue for the GIL, processes do not; but a worker would
+        # run an unguarded script's top level again (its fits, its files): not there
         pool = ProcessSplit(workers)
     try:
         with threadpool_limits(limits=threads, user_api="blas"):

@@ -23,9 +23,12 @@ every fit.
 The pool is shared by every fit of the process, started on first use from prolas's
 fork server (:func:`prolas.processes.process_context`: torch and the fit's modules
 imported once) and closed at exit (:func:`close_pool`); until its workers have started,
-fits run here rather than wait for them. As with every worker process, a
-script that fits with ``workers > 1`` keeps its top-level work under
-``if __name__ == "__main__":``.
+fits run here rather than wait for them. A worker re-imports the program's main module,
+so the split starts only where that runs no user code (prolas's command line, ``python
+-m``, ``-c``, notebooks; :func:`prolas.processes.main_module_rerun_by_workers`): a
+plain script's fits run in its own process unless it declares its top level guarded
+(:func:`prolas.processes.main_module_is_guarded`). Workers exit with the process that
+started them (:func:`prolas.processes.exit_with_parent`).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import numpy as np
 
 from prolas.gp.gram import GramModel
 from prolas.gp.minimise import log_likelihood_at, minimise
-from prolas.processes import process_context
+from prolas.processes import exit_with_parent, process_context
 
 __all__ = ["ProcessSplit", "close_pool", "disabled", "wait_ready"]
 
@@ -69,12 +72,14 @@ Spec = tuple
 
 
 def _worker_init() -> None:
-    """A worker runs on one BLAS thread and one torch thread, as a fit here does."""
+    """A worker runs on one BLAS thread and one torch thread, as a fit here does, and
+    exits with the process that started it."""
     import torch
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")
     torch.set_num_threads(1)
+    exit_with_parent()
 
 
 def _model(spec: Spec) -> GramModel:
@@ -174,6 +179,28 @@ def close_pool() -> None:
 
 
 atexit.register(close_pool)
+
+#: How long the exit waits for a pool being started (under load the fork server's first
+#: start, which imports torch, took tens of seconds).
+_START_WAIT_AT_EXIT = 120.0
+
+
+def _finish_start() -> None:
+    """At interpreter exit, before ``concurrent.futures`` shuts its pools down: let a
+    pool being started finish starting. The executor's own exit hook counts the live
+    workers and sends each a stop sentinel; a worker the starter thread was still
+    spawning then got none, and the exit waited for it forever (seen with a short script
+    on a loaded machine). Started, it runs its ``_ready`` call and is stopped as usual."""
+    starter = _STARTER
+    if starter is not None and starter.is_alive():
+        starter.join(_START_WAIT_AT_EXIT)
+
+
+# threading's exit hooks run in reverse order of registration, before the non-daemon
+# threads are joined and before atexit: registered after concurrent.futures.process's
+# own (imported above through ProcessPoolExecutor), this one runs first.
+if hasattr(threading, "_register_atexit"):
+    threading._register_atexit(_finish_start)
 
 
 def disabled() -> str | None:

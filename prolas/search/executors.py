@@ -39,7 +39,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
 
 from prolas.errors import ProlasError
-from prolas.processes import WARM_MODULES, process_context, start_forkserver
+from prolas.processes import (
+    WARM_MODULES,
+    exit_with_parent,
+    main_module_is_guarded,
+    main_module_rerun_by_workers,
+    process_context,
+    start_forkserver,
+)
 from prolas.threads import available_cores
 
 __all__ = [
@@ -86,10 +93,16 @@ def _pin_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _init_worker(threads: int) -> None:
-    """Process-pool initializer: pin threads; leave Ctrl-C to the main process."""
+def _init_worker(threads: int, guarded_main: bool = False) -> None:
+    """Process-pool initializer: pin threads; leave Ctrl-C to the main process; exit
+    with it (:func:`prolas.processes.exit_with_parent`). A worker of a program whose
+    main module runs nothing on import is such a program too (its own fits may split:
+    :func:`prolas.processes.main_module_rerun_by_workers`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _pin_threads(threads)
+    exit_with_parent()
+    if guarded_main:
+        main_module_is_guarded()
 
 
 class ProcessPool(Executor):
@@ -120,7 +133,7 @@ class ProcessPool(Executor):
             self.workers,
             mp_context=process_context(),
             initializer=_init_worker,
-            initargs=(self.threads,),
+            initargs=(self.threads, main_module_rerun_by_workers() is None),
         )
 
     def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
