@@ -79,7 +79,8 @@ def main() -> None:
     parser.add_argument("--scorer", required=True, help="as strategy_speed.py's --scorer")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--budget", type=int, default=50)
-    args = parser.parse_args()
+    # the rest goes to strategy_speed.py run (--restarts, --cache-dir, --option, ...)
+    args, rest = parser.parse_known_args()
     seconds: collections.Counter = collections.Counter()
     calls: collections.Counter = collections.Counter()
     _install(seconds, calls)
@@ -89,6 +90,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             argv = ["run", "--scorer", args.scorer, "--seeds", str(seed)]
             argv += ["--budget", str(args.budget), "--out", str(Path(tmp) / "run.jsonl")]
+            argv += rest
             strategy_speed.main(argv)
         steps = max(calls["step"], 1)
         for label, _, _ in PARTS:
