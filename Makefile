@@ -22,10 +22,14 @@ demo: install
 	@echo "report: prolas-out/airline/report.md (fit.png, components.png, convergence.png);" \
 	      "forecast: prolas-out/airline/forecast.csv and forecast.png"
 
+# the suite on TEST_WORKERS processes (pytest-xdist; 0 = in this process): 605 s on two
+# against 861 s in one on a 2-core machine, the same 1 360 tests
+TEST_WORKERS ?= 2
+
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 lint: install
 	$(BIN)/ruff check .
