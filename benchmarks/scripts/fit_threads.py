@@ -42,4 +42,7 @@ def main(which: str) -> None:
 
 
 if __name__ == "__main__":
+    from prolas.processes import main_module_is_guarded
+
+    main_module_is_guarded()  # this script runs nothing on import: fits may split
     main(sys.argv[1] if len(sys.argv) > 1 else "view")

@@ -82,4 +82,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from prolas.processes import main_module_is_guarded
+
+    main_module_is_guarded()  # this script runs nothing on import: fits may split
     main()
