@@ -399,7 +399,12 @@ class _LatentSearch:
             # the strategy's own CPU milliseconds (own_time): initial design, each BO step
             "initial_design_ms": 0.0,
             "step_ms": [],
+            # what each BO step did (step_ms's order): "incumbent" (a best point's grammar
+            # edits, a few dozen candidates), "pool" (the whole candidate pool, hundreds)
+            # or "diversify"; their times differ several-fold, so a median hides which
+            "step_kinds": [],
         }
+        self._step_kind = "pool"
         self.evaluation_cpu = 0.0  # CPU seconds inside evaluate
 
     # --- coordinates and data --------------------------------------------------------
@@ -495,7 +500,10 @@ class _LatentSearch:
                 break
             steps += 1
             with self.own_time(self.stats["step_ms"].append):
-                new = self.step() if stall < self.opt.stall_limit else self.diversify()
+                try:
+                    new = self.step() if stall < self.opt.stall_limit else self.diversify()
+                finally:  # also for the step the budget ended in (as its step_ms)
+                    self.stats["step_kinds"].append(self._step_kind)
             if new:
                 stall = 0
             else:
@@ -566,6 +574,7 @@ class _LatentSearch:
     def step(self) -> int:
         """One BO iteration; returns the number of new expressions evaluated."""
         self.stats["bo_steps"] += 1
+        self._step_kind = "pool"
         starts = self.surrogate.propose(self)  # r x q x d, best first
         if starts is None:  # nothing to model yet
             return self.diversify()
@@ -573,6 +582,7 @@ class _LatentSearch:
         if every and self.stats["bo_steps"] % every == 0:
             new = self.incumbent_step()
             if new is not None:
+                self._step_kind = "incumbent"
                 return new
         # the acquisition optimiser's best batch (the latent GP; the OT GP has none):
         # new expressions are evaluated, known ones join the data for free
@@ -776,6 +786,7 @@ class _LatentSearch:
     def diversify(self) -> int:
         """Evaluate something new: perturb the incumbent, else draw from the grammar."""
         self.stats["diversifications"] += 1
+        self._step_kind = "diversify"
         if self.E:
             tg = self.targets()[:, 0]
             best_u = self.U[int(torch.argmax(tg))]
@@ -1024,7 +1035,8 @@ def search_prolas(
         time: ``initial_design_ms`` and ``step_ms`` (one entry per BO step), the
         process's CPU milliseconds (``time.process_time``) less those spent inside the
         Evaluator, i.e. the surrogate fit, the pool's draws and decoding, the OT
-        distances and the acquisition, without the GP fits.
+        distances and the acquisition, without the GP fits; ``step_kinds`` says what
+        each step was (``"incumbent"``, ``"pool"`` or ``"diversify"``).
     """
     log = log or (lambda s: None)
     options = options or LatentBOConfig()

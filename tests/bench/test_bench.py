@@ -208,6 +208,12 @@ def test_step_time_summary_follows_its_definition() -> None:
     assert s == {"steps": 5, "median_ms": 30.0, "p90_ms": 76.0, "mean_ms": 40.0}
     empty = step_time_summary([])
     assert empty["steps"] == 0 and math.isnan(empty["median_ms"]) and math.isnan(empty["p90_ms"])
+    kinds = ["pool", "incumbent", "pool", "incumbent", "pool"]
+    by = step_time_summary([40.0, 10.0, 30.0, 20.0, 100.0], kinds)["by_kind"]
+    assert by == {
+        "pool": {"steps": 3, "median_ms": 40.0, "mean_ms": 170.0 / 3},
+        "incumbent": {"steps": 2, "median_ms": 15.0, "mean_ms": 15.0},
+    }
 
 
 def test_a_performance_cell_keeps_its_search_history() -> None:

@@ -450,6 +450,11 @@ def test_step_times_count_the_strategy_not_the_evaluations(trained, monkeypatch)
     # a step that diversifies instead (no candidate) fits nothing: 0 ms
     assert set(steps) <= {0.0, 5.0} and steps.count(5.0) >= 5
     assert res.extra["initial_design_ms"] == 0.0
+    # each step says what it was; only a diversifying one fits no surrogate
+    kinds = res.extra["step_kinds"]
+    assert len(kinds) == len(steps) and set(kinds) <= {"pool", "incumbent", "diversify"}
+    assert [k == "diversify" for k in kinds] == [ms == 0.0 for ms in steps], (kinds, steps)
+    assert "incumbent" in kinds and "pool" in kinds
 
 
 def test_search_hands_frozen_objects_back(trained) -> None:
