@@ -23,6 +23,7 @@ each holding its memory (and the fork server with them).
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import multiprocessing.context
 import os
@@ -36,6 +37,7 @@ __all__ = [
     "main_module_is_guarded",
     "main_module_rerun_by_workers",
     "process_context",
+    "unguarded_main_script",
     "start_forkserver",
 ]
 
@@ -116,3 +118,28 @@ def exit_with_parent() -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="prolas-exit-with-parent", daemon=True).start()
+
+
+def unguarded_main_script() -> str | None:
+    """The main script's path if worker processes would run it again and it has no
+    ``if __name__ == "__main__":`` block at all, else None.
+
+    Asked-for workers (``workers=2``, ``--workers``) from such a script would each run the
+    whole script, its search included, before serving the pool: the script's work and
+    output doubled or tripled, silently. A script with the block is trusted to keep its
+    work under it; one that cannot be read or parsed is not judged."""
+    path = main_module_rerun_by_workers()
+    if path is None or not path.endswith(".py"):
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
+            sides = [node.test.left, *node.test.comparators]
+            names = {n.id for n in sides if isinstance(n, ast.Name)}
+            values = {n.value for n in sides if isinstance(n, ast.Constant)}
+            if "__name__" in names and "__main__" in values:
+                return None
+    return path

@@ -39,6 +39,26 @@ def test_which_main_modules_a_worker_would_run_again(monkeypatch) -> None:
     assert processes.main_module_rerun_by_workers() is None
 
 
+@pytest.mark.parametrize(
+    "source, judged",
+    [
+        ("import prolas\nprolas.KernelSearch().fit('data.csv')\n", True),
+        ("import prolas\nif __name__ == '__main__':\n    prolas.KernelSearch()\n", False),
+        ("import prolas\nif '__main__' == __name__:\n    prolas.KernelSearch()\n", False),
+        ("def broken(:\n", False),  # cannot be parsed: not judged
+    ],
+)
+def test_an_unguarded_script_is_the_one_without_a_main_block(
+    monkeypatch, tmp_path, source, judged
+) -> None:
+    script = tmp_path / "analysis.py"
+    script.write_text(source)
+    _fake_main(monkeypatch, __spec__=None, __file__=str(script))
+    assert processes.unguarded_main_script() == (str(script) if judged else None)
+    _fake_main(monkeypatch, __spec__=None)  # python -c: nothing to import again
+    assert processes.unguarded_main_script() is None
+
+
 def _run(tmp_path, code: str) -> subprocess.CompletedProcess:
     """``python analysis.py`` on two cores; its output goes to files, not pipes, so the
     run ends with the script even if its workers do not (they would hold a pipe open)."""
@@ -73,6 +93,28 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path) -> None:
     assert done.stdout.count("top level") == 1, done.stdout
     assert done.stdout.count("best") == 1
     assert "worker process" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_workers_asked_for_from_an_unguarded_script_are_refused_in_one_line(tmp_path) -> None:
+    """``workers=2`` from a script with no main block: each worker would run the whole
+    script again (its search included, silently: three searches for one). Refused before
+    any worker starts, saying what to do; the script's top level ran once."""
+    done = _run(
+        tmp_path,
+        """
+        import numpy as np
+        import prolas
+        print("top level", flush=True)
+        x = np.linspace(0, 10, 60)
+        ks = prolas.KernelSearch(method="cks", budget=4, workers=2).fit(x=x, y=np.sin(x))
+        print("best", ks.best_.expression, flush=True)
+        """,
+    )
+    assert done.returncode == 1 and done.stdout == "top level\n", (done.stdout, done.stderr)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("prolas.search.executors.ExecutorError: worker processes import")
+    assert 'no `if __name__ == "__main__":` block' in last and "use one worker" in last
 
 
 def _gone(pid: int) -> bool:

@@ -46,6 +46,7 @@ from prolas.processes import (
     main_module_rerun_by_workers,
     process_context,
     start_forkserver,
+    unguarded_main_script,
 )
 from prolas.threads import available_cores
 
@@ -117,11 +118,22 @@ class ProcessPool(Executor):
     Args:
         workers: number of worker processes.
         threads: torch threads per worker (default ``max(1, cores // workers)``).
+
+    Raises:
+        ExecutorError: from a main script without an ``if __name__ == "__main__":`` block,
+            which every worker would run again (:func:`prolas.processes.unguarded_main_script`).
     """
 
     def __init__(self, workers: int, threads: int | None = None) -> None:
         if workers < 1:
             raise ExecutorError("--workers must be at least 1")
+        script = unguarded_main_script()
+        if script is not None:
+            raise ExecutorError(
+                f"worker processes import the main script {script} again, and it has no "
+                '`if __name__ == "__main__":` block, so each would run the whole script: '
+                "put its work under one, or use one worker"
+            )
         self.workers = int(workers)
         self.threads = int(threads) if threads else max(1, available_cores() // self.workers)
         self.replaced = 0
