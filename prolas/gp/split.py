@@ -200,7 +200,10 @@ def _finish_start() -> None:
 # threads are joined and before atexit: registered after concurrent.futures.process's
 # own (imported above through ProcessPoolExecutor), this one runs first.
 if hasattr(threading, "_register_atexit"):
-    threading._register_atexit(_finish_start)
+    try:
+        threading._register_atexit(_finish_start)
+    except RuntimeError:  # first imported while the interpreter shuts down: no pool then
+        pass
 
 
 def disabled() -> str | None:
