@@ -22,8 +22,8 @@ demo: install
 	@echo "report: prolas-out/airline/report.md (fit.png, components.png, convergence.png);" \
 	      "forecast: prolas-out/airline/forecast.csv and forecast.png"
 
-# the suite on TEST_WORKERS processes (pytest-xdist; 0 = in this process): 605 s on two
-# against 861 s in one on a 2-core machine, the same 1 360 tests
+# the suite on TEST_WORKERS processes (pytest-xdist; 0 = in this process): 480-609 s on
+# two (three runs) against 861 s in one on a 2-core machine
 TEST_WORKERS ?= 2
 
 test: install

@@ -37,8 +37,8 @@ __all__ = [
     "main_module_is_guarded",
     "main_module_rerun_by_workers",
     "process_context",
-    "unguarded_main_script",
     "start_forkserver",
+    "unguarded_main_script",
 ]
 
 #: Imported once in the fork server (and by Dask workers at start-up).
@@ -67,6 +67,10 @@ def start_forkserver(extra: tuple[str, ...] = ()) -> str:
     return ctx.get_start_method()
 
 
+#: Set by :func:`main_module_is_guarded`: this program's main module runs nothing on import.
+_GUARDED_MAIN = False
+
+
 def main_module_rerun_by_workers() -> str | None:
     """The main module a new worker process would run again, or None if it runs none.
 
@@ -87,9 +91,6 @@ def main_module_rerun_by_workers() -> str | None:
     if path is None or Path(path).stem == "ipython":
         return None
     return str(path)
-
-
-_GUARDED_MAIN = False
 
 
 def main_module_is_guarded() -> None:
@@ -127,7 +128,8 @@ def unguarded_main_script() -> str | None:
     Asked-for workers (``workers=2``, ``--workers``) from such a script would each run the
     whole script, its search included, before serving the pool: the script's work and
     output doubled or tripled, silently. A script with the block is trusted to keep its
-    work under it; one that cannot be read or parsed is not judged."""
+    work under it; one that cannot be read or parsed, or a module run by name
+    (``python -m tool``), is not judged."""
     path = main_module_rerun_by_workers()
     if path is None or not path.endswith(".py"):
         return None
