@@ -26,12 +26,14 @@ from prolas.limits import (
     DEFAULT_CHECKPOINT,
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_BAND,
+    DEFAULT_FORECAST_TREND,
     DEFAULT_GRAMMAR,
     EVENLY_SPACED_SHARE,
     EXACT_REFIT_LIMIT,
     FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_MODELS,
+    FORECAST_TRENDS,
     LENGTHSCALE_FLOOR,
     SEARCH_POINTS,
     SEARCH_WINDOWS,
@@ -233,10 +235,19 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         f"before each of those forecasts (default {DEFAULT_FORECAST_BAND}: "
         "benchmarks/results/forecast_peers/)",
     )
+    g.add_argument(
+        "--forecast-trend",
+        choices=FORECAST_TRENDS,
+        help="with --horizon: linear = leave the models with a polynomial trend (a term with "
+        "two or more LIN factors: a mean or a seasonal amplitude growing as x^2 or faster) out "
+        "of the top models a forecast mixes or chooses from, even the best model; they are "
+        "still searched, scored and reported; any = keep them (default "
+        f"{DEFAULT_FORECAST_TREND}: benchmarks/results/trend_guard/)",
+    )
 
 
-def _forecast_settings(args: argparse.Namespace) -> tuple[int | None, str, int, str]:
-    """``(horizon or None, method, models, band)`` from the forecast flags; one-line
+def _forecast_settings(args: argparse.Namespace) -> tuple[int | None, str, int, str, str]:
+    """``(horizon or None, method, models, band, trend)`` from the forecast flags; one-line
     errors."""
 
     def positive(flag: str, text: str) -> int:
@@ -252,17 +263,28 @@ def _forecast_settings(args: argparse.Namespace) -> tuple[int | None, str, int, 
     method = getattr(args, "forecast", None)
     models = getattr(args, "forecast_models", None)
     band = getattr(args, "forecast_band", None)
+    trend = getattr(args, "forecast_trend", None)
     if horizon is None:
-        if method is not None or models is not None or band is not None:
-            raise ProlasError("--forecast, --forecast-models and --forecast-band need --horizon H")
-        return None, DEFAULT_FORECAST, FORECAST_MODELS, DEFAULT_FORECAST_BAND
+        if any(v is not None for v in (method, models, band, trend)):
+            raise ProlasError(
+                "--forecast, --forecast-models, --forecast-band and --forecast-trend need "
+                "--horizon H"
+            )
+        trend = DEFAULT_FORECAST_TREND
+        return None, DEFAULT_FORECAST, FORECAST_MODELS, DEFAULT_FORECAST_BAND, trend
     from prolas.report.forecast import MAX_HORIZON
 
     h = positive("--horizon", horizon)
     if h > MAX_HORIZON:
         raise ProlasError(f"--horizon {h} is beyond the limit of {MAX_HORIZON} steps")
     k = FORECAST_MODELS if models is None else positive("--forecast-models", models)
-    return h, method or DEFAULT_FORECAST, k, band or DEFAULT_FORECAST_BAND
+    return (
+        h,
+        method or DEFAULT_FORECAST,
+        k,
+        band or DEFAULT_FORECAST_BAND,
+        trend or DEFAULT_FORECAST_TREND,
+    )
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
@@ -536,10 +558,12 @@ def cmd_fit_many(args: argparse.Namespace) -> int:
 
     # with --split, --forecast and --forecast-models also choose the test points' forecast
     probe = vars(args) | {"horizon": args.horizon or ("1" if args.split else None)}
-    horizon, method, k, band = _forecast_settings(argparse.Namespace(**probe))
+    horizon, method, k, band, trend = _forecast_settings(argparse.Namespace(**probe))
     horizon = horizon if args.horizon is not None else None
     settings = ManySettings(
-        _search_config(args), ForecastSettings(horizon, method, k, band), args.season_length
+        _search_config(args),
+        ForecastSettings(horizon, method, k, band, trend),
+        args.season_length,
     )
     series = read_long(args.data, args.id, x=args.x, y=args.y, split=args.split, dropna=args.dropna)
     out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
@@ -713,7 +737,7 @@ def _write_outputs(args, out: Path, ks, test_ds) -> int:
     from prolas import report
     from prolas.report.periods import period_check_line
 
-    horizon, method, k, band = _forecast_settings(args)
+    horizon, method, k, band, trend = _forecast_settings(args)
     written = ks.save(
         out,
         test=test_ds,
@@ -721,6 +745,7 @@ def _write_outputs(args, out: Path, ks, test_ds) -> int:
         method=method,
         models=k,
         band=band,
+        trend=trend,
         force=args.force or args.resume,  # this run's claim checked the directory
         log=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
     )

@@ -34,9 +34,11 @@ from prolas.gp import FitResult
 from prolas.limits import (
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_BAND,
+    DEFAULT_FORECAST_TREND,
     FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_MODELS,
+    FORECAST_TRENDS,
 )
 from prolas.records import SearchResult, json_clean, write_json
 from prolas.search.config import SearchConfig, search_data, search_view
@@ -69,18 +71,23 @@ class ForecastSettings:
         models: the number of top distinct models mixed or chosen from.
         band: ``model`` (the models' own predictive band), ``calibrated`` or
             ``refitted`` (scaled by :func:`prolas.report.forecast.band_scale`).
+        trend: ``linear`` leaves the models with a polynomial trend out of the top
+            models (:func:`prolas.report.forecast.top_fits`), ``any`` keeps them.
     """
 
     horizon: int | None = None
     method: str = DEFAULT_FORECAST
     models: int = FORECAST_MODELS
     band: str = DEFAULT_FORECAST_BAND
+    trend: str = DEFAULT_FORECAST_TREND
 
     def __post_init__(self) -> None:
         if self.method not in FORECAST_METHODS:
             raise ProlasError(f"--forecast must be one of {', '.join(FORECAST_METHODS)}")
         if self.band not in FORECAST_BANDS:
             raise ProlasError(f"--forecast-band must be one of {', '.join(FORECAST_BANDS)}")
+        if self.trend not in FORECAST_TRENDS:
+            raise ProlasError(f"--forecast-trend must be one of {', '.join(FORECAST_TRENDS)}")
         if self.models < 1:
             raise ProlasError("--forecast-models must be a positive integer")
         if self.horizon is not None and self.horizon < 1:
@@ -140,12 +147,13 @@ def forecast_fits(
     settings: ForecastSettings,
 ) -> list[FitResult]:
     """The models a forecast uses: the best alone for ``best``, else the search's top
-    ``settings.models`` distinct models (:func:`prolas.report.forecast.top_fits`)."""
+    ``settings.models`` distinct models (:func:`prolas.report.forecast.top_fits`; with
+    ``settings.trend="linear"``, those without a polynomial trend)."""
     from prolas.report.forecast import top_fits
 
     if settings.method == "best":
         return [best]
-    return top_fits(result, dataset, config, settings.models, best=best)
+    return top_fits(result, dataset, config, settings.models, best=best, trend=settings.trend)
 
 
 def write_outputs(
@@ -220,7 +228,7 @@ def _write_forecast(
 ) -> tuple[str, list[Path]]:
     """forecast.csv, forecast.png (and forecast_check.csv); returns the summary line and
     the files."""
-    from prolas.report.forecast import forecast, plot_forecast
+    from prolas.report.forecast import forecast, plot_forecast, polynomial_trend
 
     horizon, method = settings.horizon, settings.method
     fc = forecast(fits, dataset, horizon, method=method, band=settings.band)
@@ -264,6 +272,12 @@ def _write_forecast(
         how += (
             f"; band scaled by {fc.band_scale:.2f}, the factor that best forecast the "
             "training data's end"
+        )
+    left_out = best.expression not in fc.models and polynomial_trend(best.expression)
+    if method != "best" and settings.trend == "linear" and left_out:
+        how += (
+            f"; the best model, {best.expression}, has a polynomial trend and is left out "
+            "(--forecast-trend any keeps it)"
         )
     first, last = (str(v.date()) if fc.is_dates else f"{v:.6g}" for v in fc.x_display[[0, -1]])
     line = f"wrote {out}/forecast.csv and forecast.png: {horizon} steps, {first} to {last}, {how}"
@@ -313,6 +327,7 @@ def write_test_forecast(
     crps_mixture = crps_gaussian_mixture(test_y, fc.component_means, fc.component_sds, fc.weights)
     doc = {
         "method": fc.method,
+        "trend": settings.trend,
         "season_length": season_length,
         "models": list(fc.models),
         "weights": list(fc.weights),

@@ -47,9 +47,11 @@ from prolas.fitjob import ForecastSettings, Outputs, no_model_error, searched_in
 from prolas.limits import (
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_BAND,
+    DEFAULT_FORECAST_TREND,
     FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_MODELS,
+    FORECAST_TRENDS,
 )
 from prolas.search.config import SearchConfig
 from prolas.threads import restore_threads
@@ -125,7 +127,11 @@ def _positive_or_none(value: int | None, name: str) -> int | None:
 
 
 def _forecast_settings(
-    horizon: int | None, method: str, models: int, band: str = DEFAULT_FORECAST_BAND
+    horizon: int | None,
+    method: str,
+    models: int,
+    band: str = DEFAULT_FORECAST_BAND,
+    trend: str = DEFAULT_FORECAST_TREND,
 ) -> ForecastSettings:
     """The forecast arguments of :meth:`KernelSearch.forecast` and ``save``, checked with
     the names the caller used."""
@@ -133,8 +139,10 @@ def _forecast_settings(
         raise ProlasError(f"method must be one of {', '.join(FORECAST_METHODS)}, got {method!r}")
     if band not in FORECAST_BANDS:
         raise ProlasError(f"band must be one of {', '.join(FORECAST_BANDS)}, got {band!r}")
+    if trend not in FORECAST_TRENDS:
+        raise ProlasError(f"trend must be one of {', '.join(FORECAST_TRENDS)}, got {trend!r}")
     horizon = _positive_or_none(horizon, "horizon")
-    return ForecastSettings(horizon, method, _positive_or_none(models, "models"), band)
+    return ForecastSettings(horizon, method, _positive_or_none(models, "models"), band, trend)
 
 
 class KernelSearch:
@@ -188,8 +196,8 @@ class KernelSearch:
         self.dask_local = _positive_or_none(dask_local, "dask_local")
         self.scheduler = scheduler
         self._columns: tuple[str | None, str | None, bool] = (None, None, False)
-        self._top: list[FitResult] = []
-        self._top_k = 0  # the k self._top was made for
+        # per forecast trend, the top models made so far and the k they were made for
+        self._tops: dict[str, tuple[list[FitResult], int]] = {}
         self._forecasts: dict[tuple, tuple[Forecast, list[FitResult]]] = {}
 
     # --- fitting -----------------------------------------------------------------------
@@ -231,7 +239,7 @@ class KernelSearch:
             dataset.y_column,
             dropna,
         )
-        self._top, self._top_k, self._forecasts = [], 0, {}
+        self._tops, self._forecasts = {}, {}
         with restore_threads():
             result, best = self._search(dataset, journal, progress, log or (lambda s: None))
         self.data_, self.result_, self.best_ = dataset, result, best
@@ -312,17 +320,21 @@ class KernelSearch:
         :func:`prolas.report.forecast.top_fits`). Computed when first read."""
         return self._top_fits(FORECAST_MODELS)
 
-    def _top_fits(self, k: int) -> list[FitResult]:
-        """The top ``k`` distinct models, made once: top_fits builds its list in rank
-        order, so the first ``k`` of a longer list made before are the shorter list."""
+    def _top_fits(self, k: int, trend: str = DEFAULT_FORECAST_TREND) -> list[FitResult]:
+        """The top ``k`` distinct models (``trend``: as :func:`top_fits`), made once:
+        top_fits builds its list in rank order, so the first ``k`` of a longer list made
+        before are the shorter list."""
         from prolas.report.forecast import top_fits
 
         self._fitted()
-        if k > self._top_k:
+        top, made = self._tops.get(trend, ([], 0))
+        if k > made:
             with restore_threads():
-                self._top = top_fits(self.result_, self.data_, self.config, k, best=self.best_)
-            self._top_k = k
-        return list(self._top[:k])
+                top = top_fits(
+                    self.result_, self.data_, self.config, k, best=self.best_, trend=trend
+                )
+            self._tops[trend] = (top, k)
+        return list(top[:k])
 
     def describe(self) -> str:
         """The best model in plain sentences, one per line (report.md's words:
@@ -362,7 +374,7 @@ class KernelSearch:
             raise ProlasError(f"x: not dates ({str(exc).splitlines()[0]})") from None
 
     def _forecast(
-        self, horizon, x, level, method, models, band
+        self, horizon, x, level, method, models, band, trend=DEFAULT_FORECAST_TREND
     ) -> tuple[Forecast, list[FitResult]]:
         """The Forecast and the models it came from (the last few kept by arguments)."""
         from prolas.report.forecast import forecast
@@ -374,11 +386,12 @@ class KernelSearch:
             raise ProlasError(f"level is a percentage between 1 and 100 (e.g. 95), got {level}")
         if (horizon is None) == (x is None):
             raise ProlasError("give exactly one of horizon (future steps) and x (inputs)")
-        settings = _forecast_settings(horizon, method, models, band)
+        settings = _forecast_settings(horizon, method, models, band, trend)
         xs = None if x is None else self._inputs(x)
-        key = (horizon, None if xs is None else xs.tobytes(), float(level), method, models, band)
+        xkey = None if xs is None else xs.tobytes()
+        key = (horizon, xkey, float(level), method, models, band, trend)
         if key not in self._forecasts:
-            fits = [self.best_] if method == "best" else self._top_fits(settings.models)
+            fits = [self.best_] if method == "best" else self._top_fits(settings.models, trend)
             with restore_threads():
                 fc = forecast(
                     fits,
@@ -403,6 +416,7 @@ class KernelSearch:
         method: str = DEFAULT_FORECAST,
         models: int = FORECAST_MODELS,
         band: str = DEFAULT_FORECAST_BAND,
+        trend: str = DEFAULT_FORECAST_TREND,
     ) -> pd.DataFrame:
         """y's forecast with its band and the model's components, one row per input.
 
@@ -418,6 +432,9 @@ class KernelSearch:
             band: as ``--forecast-band``: ``model`` (the models' own band),
                 ``calibrated`` or ``refitted`` (scaled by the factor that best forecast
                 the data's end).
+            trend: as ``--forecast-trend``: ``linear`` (default) leaves the models with
+                a polynomial trend (a term with two or more LIN factors) out of the
+                top models, ``any`` keeps them.
 
         Returns:
             a DataFrame with columns ``x`` (dates when the input had dates), ``mean``,
@@ -434,7 +451,7 @@ class KernelSearch:
         """
         from prolas.gp import decompose
 
-        fc, fits = self._forecast(horizon, x, level, method, models, band)
+        fc, fits = self._forecast(horizon, x, level, method, models, band, trend)
         frame = fc.to_frame()
         top = int(np.argmax(fc.weights))
         model = {f.expression: f for f in fits}[fc.models[top]]
@@ -470,6 +487,7 @@ class KernelSearch:
         method: str = DEFAULT_FORECAST,
         models: int = FORECAST_MODELS,
         band: str = DEFAULT_FORECAST_BAND,
+        trend: str = DEFAULT_FORECAST_TREND,
         ax=None,
     ) -> Figure:
         """The best model's fit (fit.png: data, posterior mean and 95 % band, 20 % of
@@ -483,7 +501,7 @@ class KernelSearch:
         with restore_threads():
             if horizon is None and x is None:
                 return fit_figure(self.best_, self.data_, ax=ax)
-            fc, fits = self._forecast(horizon, x, level, method, models, band)
+            fc, fits = self._forecast(horizon, x, level, method, models, band, trend)
             top = int(np.argmax(fc.weights))  # marks as forecast.png: a dominant model's
             fit = (
                 {f.expression: f for f in fits}[fc.models[top]] if fc.weights[top] >= 0.5 else None
@@ -524,6 +542,7 @@ class KernelSearch:
         method: str = DEFAULT_FORECAST,
         models: int = FORECAST_MODELS,
         band: str = DEFAULT_FORECAST_BAND,
+        trend: str = DEFAULT_FORECAST_TREND,
         force: bool = False,
         log: Callable[[str], None] | None = None,
     ) -> Outputs:
@@ -534,8 +553,9 @@ class KernelSearch:
         Args:
             test: held-out points (a CSV path or a table with the training data's
                 columns, a Series, or a Dataset): result.json's test block and fit.png.
-            horizon, method, models, band: the forecast (as ``--horizon``,
-                ``--forecast``, ``--forecast-models``, ``--forecast-band``).
+            horizon, method, models, band, trend: the forecast (as ``--horizon``,
+                ``--forecast``, ``--forecast-models``, ``--forecast-band``,
+                ``--forecast-trend``).
             force: replace a result already in ``out`` (only prolas's own files).
             log: where progress messages go.
 
@@ -552,10 +572,11 @@ class KernelSearch:
 
         self._fitted()
         test_data = self._test_data(test)
-        settings = _forecast_settings(horizon, method, models, band)
+        settings = _forecast_settings(horizon, method, models, band, trend)
         fits = None  # the top models when made before (else write_outputs makes them)
-        if horizon is not None and method != "best" and settings.models <= self._top_k:
-            fits = self._top_fits(settings.models)
+        made = self._tops.get(trend, ([], 0))[1]
+        if horizon is not None and method != "best" and settings.models <= made:
+            fits = self._top_fits(settings.models, trend)
         with claim_output_dir(Path(out), "KernelSearch.save", force=force, resume=False):
             with restore_threads():
                 written = write_outputs(
@@ -570,7 +591,7 @@ class KernelSearch:
                     fits=fits,
                 )
         if fits is None and written.fits is not None and method != "best":
-            self._top, self._top_k = list(written.fits), settings.models  # for forecasts
+            self._tops[trend] = (list(written.fits), settings.models)  # for forecasts
         return written
 
     # --- display -----------------------------------------------------------------------

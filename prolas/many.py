@@ -46,7 +46,12 @@ import pandas as pd
 from prolas.data import Dataset, timestamps_to_decimal_years
 from prolas.errors import DataError, OutputExistsError, ProlasError
 from prolas.fitjob import ForecastSettings, forecast_fits, write_outputs, write_test_forecast
-from prolas.limits import DEFAULT_FORECAST, DEFAULT_FORECAST_BAND, FORECAST_MODELS
+from prolas.limits import (
+    DEFAULT_FORECAST,
+    DEFAULT_FORECAST_BAND,
+    DEFAULT_FORECAST_TREND,
+    FORECAST_MODELS,
+)
 from prolas.records import json_clean, one_line, write_json
 from prolas.report.scoring import SCORE_COLUMNS
 from prolas.search.config import SearchConfig
@@ -642,6 +647,7 @@ def fit_many(
     forecast: str = DEFAULT_FORECAST,
     forecast_models: int = FORECAST_MODELS,
     forecast_band: str = DEFAULT_FORECAST_BAND,
+    forecast_trend: str = DEFAULT_FORECAST_TREND,
     workers: int | None = None,
     resume: bool = False,
     progress: bool = False,
@@ -662,7 +668,7 @@ def fit_many(
 
     settings = ManySettings(
         SearchConfig(**search_settings),
-        ForecastSettings(horizon, forecast, forecast_models, forecast_band),
+        ForecastSettings(horizon, forecast, forecast_models, forecast_band, forecast_trend),
         season_length,
     )
     series = read_long(source, id_column, x=x, y=y, split=split, dropna=dropna)

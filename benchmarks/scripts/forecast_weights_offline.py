@@ -13,7 +13,11 @@ each candidate through :func:`prolas.report.forecast.forecast`:
 * ``P5``: the same over the top 5 with pseudo-BMA+ weights (1 000 Bayesian-bootstrap
   draws over the check's origins, :func:`prolas.report.forecast.origin_weights`);
 * ``P5i``: P5 with its band factor chosen by the interval score instead of the log
-  density (:func:`prolas.report.forecast.horizon_band_scale` with ``score="interval"``).
+  density (:func:`prolas.report.forecast.horizon_band_scale` with ``score="interval"``);
+* ``B5``: the run's method (``rolling-mix``) over the top 5 of the journal's ranking,
+  band ``refitted`` (R0's forecast from :func:`ranked` instead of the run's own models);
+* ``T5``: B5 over the top 5 models without a polynomial trend (no canonical term with two
+  or more ``LIN`` factors; ``benchmarks/results/trend_guard/``).
 
 The search and its fits are the same for every candidate, so the comparison is paired
 and free of search and fit noise. Prints the means per candidate (MASE, coverage,
@@ -42,19 +46,28 @@ from band_calibration import journal_fits  # the sibling script (benchmarks/scri
 
 from prolas.bench.forecast_bench import suite_series
 from prolas.bench.paired import bootstrap_interval, differences, sign_test, verdict
+from prolas.expr import parse
 from prolas.gp import FitResult, hold_unseen_transitions
 from prolas.report.forecast import forecast
 from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_naive_scale
 
 SCORES = ("mase", "rmse", "coverage", "interval_score_scaled", "crps_scaled")
 #: name -> (method, models, Bayesian-bootstrap draws, band score); R0 is the run's own.
+#: ``rolling-mix`` ones are ranked by :func:`ranked` (T5 with the trend guard).
 CANDIDATES = {
     "R0": None,
     "H5": ("horizon-mix", 5, 0, "log"),
     "H10": ("horizon-mix", 10, 0, "log"),
     "P5": ("horizon-mix", 5, 1000, "log"),
     "P5i": ("horizon-mix", 5, 1000, "interval"),
+    "B5": ("rolling-mix", 5, 0, "log"),
+    "T5": ("rolling-mix", 5, 0, "log"),
 }
+
+
+def linear_at_most(fit: FitResult) -> bool:
+    """No canonical term of the fit's expression holds two or more ``LIN`` factors."""
+    return all(list(term).count("LIN") <= 1 for term in parse(fit.expression).terms)
 
 
 def ranked(fits: dict[str, FitResult], k: int) -> list[FitResult]:
@@ -80,7 +93,8 @@ def series_rows(run: Path, series, season_length: int, candidates: list[str]) ->
             method, band, draws, score = pred["method"], pred.get("band", "refitted"), 0, "log"
         else:
             method, k, draws, score = CANDIDATES[name]
-            models, band = ranked(fits, k), "refitted"
+            pool = {e: f for e, f in fits.items() if linear_at_most(f)} if name == "T5" else fits
+            models, band = ranked(pool, k), "refitted"
         models = [hold_unseen_transitions(f, train) for f in models]
         t0 = time.perf_counter()
         with warnings.catch_warnings():

@@ -58,7 +58,7 @@ from prolas.bench.paired import compare
 from prolas.bench.peers import PEERS, peer_forecast, peers_missing
 from prolas.errors import DataError, ProlasError
 from prolas.fitjob import ForecastSettings
-from prolas.limits import BIC_TIE, DEFAULT_FORECAST, DEFAULT_FORECAST_BAND
+from prolas.limits import BIC_TIE, DEFAULT_FORECAST, DEFAULT_FORECAST_BAND, DEFAULT_FORECAST_TREND
 from prolas.many import LongSeries, ManySettings, read_long, run_many
 from prolas.records import json_clean, one_line, write_json
 from prolas.report.scoring import SCORE_COLUMNS, score_forecast, seasonal_naive_scale
@@ -230,7 +230,9 @@ class ForecastBenchConfig:
 
     def settings(self) -> dict:
         # as bench.json stores them (lists, not tuples), so a resumed run compares equal
-        return json_clean({**asdict(self), "forecast": DEFAULT_FORECAST})
+        return json_clean(
+            {**asdict(self), "forecast": DEFAULT_FORECAST, "forecast_trend": DEFAULT_FORECAST_TREND}
+        )
 
 
 @dataclass

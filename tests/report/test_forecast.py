@@ -22,6 +22,7 @@ from prolas.data import (
 )
 from prolas.errors import DataError
 from prolas.gp import fit_gp, predict
+from prolas.records import Evaluation, SearchResult
 from prolas.report.forecast import (
     BAND_SCALE_BOUNDS,
     ForecastError,
@@ -441,6 +442,57 @@ def test_top_fits_are_refitted_on_all_points_after_a_thinned_search(trend_season
     assert tops[0] is best and len({f.expression for f in tops}) == 3
 
 
+@pytest.mark.parametrize(
+    "expression, polynomial",
+    [
+        ("LIN*LIN", True),
+        ("LIN*LIN*PER + SE", True),  # a seasonal amplitude growing as x^2
+        ("C + LIN*LIN*LIN", True),
+        ("CP(LIN*LIN, SE)", True),  # two LIN factors in one canonical term
+        ("LIN*(LIN + SE)", True),  # canonical form: LIN*LIN + LIN*SE
+        ("LIN*PER + LIN*SE", False),  # one LIN per term: linear growth
+        ("CW(LIN, LIN)", False),
+        ("LIN + PER*SE", False),
+        ("SE", False),
+    ],
+)
+def test_polynomial_trend_is_two_lin_factors_in_one_canonical_term(expression, polynomial):
+    from prolas.report.forecast import polynomial_trend
+
+    assert polynomial_trend(expression) is polynomial
+
+
+def _history_of(fits_and_bics) -> SearchResult:
+    """A search result whose history holds these fits at these BICs (rank order)."""
+    history = [
+        Evaluation(i, f.expression, "ok", bic, f.log_likelihood, f.n_params, 0.0, None, fit=f)
+        for i, (f, bic) in enumerate(fits_and_bics, 1)
+    ]
+    return SearchResult("cks", 0, len(history), history, 0.0)
+
+
+def test_top_fits_leave_polynomial_trends_out_unless_nothing_else_is_left(trend_season):
+    from prolas.search.config import SearchConfig
+
+    config = SearchConfig(method="cks", budget=4, restarts=1)
+    fit = {e: fit_gp(e, trend_season, restarts=1) for e in ("LIN*LIN + PER", "LIN + PER", "SE")}
+    fit["LIN*LIN"] = fit_gp("LIN*LIN", trend_season, restarts=1)
+    # the polynomial model ranks first
+    result = _history_of([(fit["LIN*LIN + PER"], 10.0), (fit["LIN + PER"], 9.0), (fit["SE"], 1.0)])
+    linear = top_fits(result, trend_season, config, 2)  # the default: linear
+    assert [f.expression for f in linear] == ["LIN + PER", "SE"]
+    every = top_fits(result, trend_season, config, 2, trend="any")
+    assert [f.expression for f in every] == ["LIN*LIN + PER", "LIN + PER"]
+    # a search that fitted nothing else still forecasts, with what it has
+    only = _history_of([(fit["LIN*LIN + PER"], 10.0), (fit["LIN*LIN"], 2.0)])
+    assert [f.expression for f in top_fits(only, trend_season, config, 5)] == [
+        "LIN*LIN + PER",
+        "LIN*LIN",
+    ]
+    with pytest.raises(ForecastError, match="trend must be one of linear, any"):
+        top_fits(result, trend_season, config, 2, trend="quadratic")
+
+
 # --- command line ------------------------------------------------------------------------
 
 
@@ -581,6 +633,7 @@ def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
         (["--horizon", "3", "--forecast-models", "0"], "--forecast-models must be"),
         (["--forecast", "bma"], "need --horizon"),
         (["--forecast-band", "calibrated"], "need --horizon"),
+        (["--forecast-trend", "any"], "need --horizon"),
     ],
 )
 def test_cli_bad_horizon_is_a_one_line_error(tmp_path, capsys, extra, fragment) -> None:
@@ -591,6 +644,37 @@ def test_cli_bad_horizon_is_a_one_line_error(tmp_path, capsys, extra, fragment) 
     assert code != 0 and stdout == ""
     assert err.startswith("prolas: error:") and fragment in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_forecast_trend_reaches_the_choice_of_models(tmp_path, monkeypatch, capsys) -> None:
+    """``--forecast-trend`` (CLI) and ``trend=`` (API) decide which top models a forecast
+    takes; the default is ``linear``; a bad value is a one-line error."""
+    import prolas.report.forecast as fc_module
+    from prolas import KernelSearch
+    from prolas.errors import ProlasError
+
+    seen = []
+    real = fc_module.top_fits
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("trend"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fc_module, "top_fits", spy)
+    for extra, trend in (([], "linear"), (["--forecast-trend", "any"], "any")):
+        out = tmp_path / trend
+        argv = ["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "3", *extra, "--out", str(out)]
+        assert main([*argv, "--quiet"]) == 0
+        assert seen[-1] == trend
+    capsys.readouterr()
+    with pytest.raises(SystemExit):  # argparse's own error for a bad choice
+        main(["fit", AIRLINE_TRAIN, "--horizon", "3", "--forecast-trend", "cubic"])
+    assert "invalid choice: 'cubic'" in capsys.readouterr().err
+    ks = KernelSearch(method="cks", budget=3, restarts=1).fit(AIRLINE_TRAIN)
+    ks.forecast(3, trend="any")
+    assert seen[-1] == "any"
+    with pytest.raises(ProlasError, match="trend must be one of linear, any, got 'cubic'"):
+        ks.forecast(3, trend="cubic")
 
 
 def test_cli_help_explains_horizon(capsys) -> None:
