@@ -316,8 +316,10 @@ class KernelSearch:
     @property
     def top_(self) -> list[FitResult]:
         """The top :data:`prolas.limits.FORECAST_MODELS` distinct models by BIC, each
-        fitted on all points and carrying its data (what a mixture forecast mixes;
-        :func:`prolas.report.forecast.top_fits`). Computed when first read."""
+        fitted on all points and carrying its data: what the default mixture forecast
+        mixes, so without the models with a polynomial trend
+        (:func:`prolas.report.forecast.top_fits`; ``result_.history`` has every model).
+        Computed when first read."""
         return self._top_fits(FORECAST_MODELS)
 
     def _top_fits(self, k: int, trend: str = DEFAULT_FORECAST_TREND) -> list[FitResult]:
