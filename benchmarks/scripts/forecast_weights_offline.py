@@ -76,8 +76,34 @@ def ranked(fits: dict[str, FitResult], k: int) -> list[FitResult]:
     return [f for _, f in order[:k]]
 
 
+def run_config(run: Path):
+    """The search settings of a ``prolas bench --forecast`` run (its ``bench.json``)."""
+    from prolas.search.config import SearchConfig
+
+    settings = json.loads((run / "bench.json").read_text())["settings"]
+    return SearchConfig(
+        budget=settings["budget"], restarts=settings["restarts"], seed=settings["fit_seed"]
+    )
+
+
+def on_all_points(fits: list[FitResult], train, config, cache: dict) -> list[FitResult]:
+    """The fits refitted on all of ``train`` where the search ran on a subsample of it,
+    as :func:`prolas.report.forecast.top_fits` refits them (``cache``: by expression)."""
+    from prolas.pipeline import refit
+    from prolas.search.config import search_data
+
+    if search_data(train, config).n == train.n:
+        return fits
+    for f in fits:
+        if f.expression not in cache:
+            cache[f.expression] = refit(f, train, config)
+    return [cache[f.expression] for f in fits]
+
+
 def series_rows(run: Path, series, season_length: int, candidates: list[str]) -> list[dict]:
-    """One row per candidate for one series ([] when the run has no test forecast)."""
+    """One row per candidate for one series ([] when the run has no test forecast). Where
+    the search ran on a subsample (the long tsdl series), each model is refitted on all
+    training points first, as the run's forecast refitted it."""
     folder = run / "prolas" / series.folder
     pred_path = folder / "test_predictive.json"
     if not pred_path.exists() or series.train is None:
@@ -85,6 +111,7 @@ def series_rows(run: Path, series, season_length: int, candidates: list[str]) ->
     pred = json.loads(pred_path.read_text())
     train = series.train
     fits = journal_fits(folder / "journal.jsonl", train.n)
+    config, refits = run_config(run), {}
     scale = seasonal_naive_scale(train.y, season_length)
     rows = []
     for name in candidates:
@@ -95,6 +122,7 @@ def series_rows(run: Path, series, season_length: int, candidates: list[str]) ->
             method, k, draws, score = CANDIDATES[name]
             pool = {e: f for e, f in fits.items() if linear_at_most(f)} if name == "T5" else fits
             models, band = ranked(pool, k), "refitted"
+        models = on_all_points(models, train, config, refits)
         models = [hold_unseen_transitions(f, train) for f in models]
         t0 = time.perf_counter()
         with warnings.catch_warnings():
