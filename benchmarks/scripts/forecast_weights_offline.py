@@ -46,9 +46,8 @@ from band_calibration import journal_fits  # the sibling script (benchmarks/scri
 
 from prolas.bench.forecast_bench import suite_series
 from prolas.bench.paired import bootstrap_interval, differences, sign_test, verdict
-from prolas.expr import parse
 from prolas.gp import FitResult, hold_unseen_transitions
-from prolas.report.forecast import forecast
+from prolas.report.forecast import forecast, polynomial_trend
 from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_naive_scale
 
 SCORES = ("mase", "rmse", "coverage", "interval_score_scaled", "crps_scaled")
@@ -63,11 +62,6 @@ CANDIDATES = {
     "B5": ("rolling-mix", 5, 0, "log"),
     "T5": ("rolling-mix", 5, 0, "log"),
 }
-
-
-def linear_at_most(fit: FitResult) -> bool:
-    """No canonical term of the fit's expression holds two or more ``LIN`` factors."""
-    return all(list(term).count("LIN") <= 1 for term in parse(fit.expression).terms)
 
 
 def ranked(fits: dict[str, FitResult], k: int) -> list[FitResult]:
@@ -120,7 +114,9 @@ def series_rows(run: Path, series, season_length: int, candidates: list[str]) ->
             method, band, draws, score = pred["method"], pred.get("band", "refitted"), 0, "log"
         else:
             method, k, draws, score = CANDIDATES[name]
-            pool = {e: f for e, f in fits.items() if linear_at_most(f)} if name == "T5" else fits
+            pool = fits
+            if name == "T5":  # the trend guard (the product's own test of a model)
+                pool = {e: f for e, f in fits.items() if not polynomial_trend(e)}
             models, band = ranked(pool, k), "refitted"
         models = on_all_points(models, train, config, refits)
         models = [hold_unseen_transitions(f, train) for f in models]

@@ -21,11 +21,13 @@ def test_rescoring_reproduces_the_run_and_scores_every_candidate(tmp_path, monke
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks" / "scripts"))  # its sibling import
     script = load_script("forecast_weights_offline")
     out, md = tmp_path / "rows.csv", tmp_path / "summary.md"
-    args = [str(run), "--data-dir", str(DATA), "--candidates", "R0,H5,P5"]
+    args = [str(run), "--data-dir", str(DATA), "--candidates", "R0,H5,P5,T5"]
     # R0 must reproduce the run's own scores, or the script stops
     assert script.main([*args, "--out", str(out), "--markdown", str(md)]) == 0
     rows = pd.read_csv(out).set_index("candidate")
-    assert list(rows.index) == ["R0", "H5", "P5"] and (rows["series"] == "N1410").all()
+    assert list(rows.index) == ["R0", "H5", "P5", "T5"] and (rows["series"] == "N1410").all()
+    # the run forecast with the default trend guard: T5 is the run's own forecast again
+    assert rows.loc["T5", "mase"] == pytest.approx(rows.loc["R0", "mase"], rel=1e-12)
     scores = pd.read_csv(run / "forecast_scores.csv").set_index("method")
     assert rows.loc["R0", "mase"] == pytest.approx(scores.loc["prolas", "mase"], rel=1e-9)
     # H5 and P5 mix the same five models, with weights that sum to 1

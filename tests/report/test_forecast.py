@@ -20,7 +20,7 @@ from prolas.data import (
     load_csv,
     timestamps_to_decimal_years,
 )
-from prolas.errors import DataError
+from prolas.errors import DataError, ProlasError
 from prolas.gp import fit_gp, predict
 from prolas.records import Evaluation, SearchResult
 from prolas.report.forecast import (
@@ -491,6 +491,25 @@ def test_top_fits_leave_polynomial_trends_out_unless_nothing_else_is_left(trend_
     ]
     with pytest.raises(ForecastError, match="trend must be one of linear, any"):
         top_fits(result, trend_season, config, 2, trend="quadratic")
+
+
+def test_forecast_line_says_when_the_best_model_is_left_out(trend_season, tmp_path) -> None:
+    from prolas.fitjob import ForecastSettings, _write_forecast, forecast_fits
+    from prolas.search.config import SearchConfig
+
+    config = SearchConfig(method="cks", budget=2, restarts=1)
+    best = fit_gp("LIN*LIN + PER", trend_season, restarts=1)
+    other = fit_gp("LIN + PER", trend_season, restarts=1)
+    result = _history_of([(best, 10.0), (other, 9.0)])
+    for trend, models in (("linear", ["LIN + PER"]), ("any", ["LIN*LIN + PER", "LIN + PER"])):
+        settings = ForecastSettings(horizon=3, trend=trend)
+        fits = forecast_fits(result, trend_season, config, best, settings)
+        assert [f.expression for f in fits] == models
+        line, _ = _write_forecast(tmp_path, trend_season, config, best, fits, settings)
+        left_out = "the best model, LIN*LIN + PER, has a polynomial trend and is left out"
+        assert (left_out in line) is (trend == "linear")
+    with pytest.raises(ProlasError, match="--forecast-trend must be one of linear, any"):
+        ForecastSettings(horizon=3, trend="cubic")
 
 
 # --- command line ------------------------------------------------------------------------
