@@ -26,7 +26,14 @@ def test_rescoring_reproduces_the_run_and_scores_every_candidate(tmp_path, monke
     assert script.main([*args, "--out", str(out), "--markdown", str(md)]) == 0
     rows = pd.read_csv(out).set_index("candidate")
     assert list(rows.index) == ["R0", "H5", "P5", "T5"] and (rows["series"] == "N1410").all()
-    # the run forecast with the default trend guard: T5 is the run's own forecast again
+    # the run forecast with the default trend guard: T5 is the run's own forecast again,
+    # from the same models, none of them with a polynomial trend
+    from prolas.report.forecast import polynomial_trend
+
+    def names(c):
+        return [m.rsplit(":", 1)[0] for m in rows.loc[c, "models"].split(" | ")]
+
+    assert names("T5") == names("R0") and not any(polynomial_trend(m) for m in names("T5"))
     assert rows.loc["T5", "mase"] == pytest.approx(rows.loc["R0", "mase"], rel=1e-12)
     scores = pd.read_csv(run / "forecast_scores.csv").set_index("method")
     assert rows.loc["R0", "mase"] == pytest.approx(scores.loc["prolas", "mase"], rel=1e-9)
