@@ -168,6 +168,13 @@ class FitConfig:
             ``benchmarks/results/cold_fit/``.
         polish_points: converge on this many evenly spaced points before the polish on
             all the data (0: off).
+        term_twins: for a model of two or more additive terms, per term the
+            ``term_twins`` presampled draws of highest likelihood with that term's
+            variance at its lower bound are screened too: the starts of the sub-model
+            without the term (:func:`_term_twins`). 0: off (measured in
+            ``benchmarks/results/cold_fit/``, "Sub-model twins").
+        twins_replace: the twins take the places of the lowest-ranked random draws
+            (the screen keeps ``restarts`` starts) instead of adding to them.
     """
 
     restarts: int = 8
@@ -185,6 +192,8 @@ class FitConfig:
     hop_moves: int = 4
     hop_iter: int = 10
     polish_points: int = 0
+    term_twins: int = 0
+    twins_replace: bool = False
 
     def schedule(self) -> tuple[tuple[int, int, int], ...]:
         """The screening stages before the polish, each ``(candidates, iterations,
@@ -213,6 +222,9 @@ class FitConfig:
         d = asdict(self)
         if d["lengthscale_floor"] == 0.0:
             del d["lengthscale_floor"]
+        for name, default in (("term_twins", 0), ("twins_replace", False)):
+            if d[name] == default:  # keys written before the field existed lack it
+                del d[name]
         d["algorithm"] = FIT_ALGORITHM
         return d
 
@@ -364,6 +376,26 @@ def _value_each(
         return pool.value(model, thetas, y)
     pool = pool if model.n >= THREADED_FIT_POINTS else None
     return _each(pool, partial(log_likelihood_at, model, y=y), thetas)
+
+
+def _term_twins(
+    model: GramModel, draws: np.ndarray, pm: GramModel, py: np.ndarray, k: int, pool: Pool
+) -> np.ndarray:
+    """For each additive term of a model of two or more terms, the ``k`` draws of highest
+    likelihood once that term's variance is at its lower bound: the starts of the
+    sub-model without the term, in this model's parameters (the draws of shared
+    parameters are alike: :func:`prolas.gp.starts.initial_thetas`). ``0 x P`` if none."""
+    var_idx = [kk for kk, p in enumerate(model.params) if p.name == "variance"]
+    if k <= 0 or len(var_idx) < 2:
+        return np.zeros((0, model.size))
+    out = []
+    for v in var_idx:
+        tw = np.array(draws, dtype=np.float64)
+        tw[:, v] = model.params[v].lower
+        lls = _value_each(pool, pm, list(tw), py)
+        lls = np.array([x if math.isfinite(x) else -math.inf for x in lls])
+        out += [tw[j] for j in np.argsort(-lls, kind="stable")[:k] if math.isfinite(lls[j])]
+    return np.array(out).reshape(-1, model.size)
 
 
 def _screen(
@@ -600,7 +632,11 @@ def _fit_gp(
             pm, py = on_points(stages[0][2])
             lls = _value_each(pool, pm, list(starts), py)
             lls = [v if math.isfinite(v) else -math.inf for v in lls]
-            starts = starts[np.argsort(-np.array(lls), kind="stable")[:R]]
+            twins = _term_twins(model, starts, pm, py, config.term_twins, pool)
+            keep_cold = max(R - len(twins), 1) if config.twins_replace else R
+            starts = starts[np.argsort(-np.array(lls), kind="stable")[:keep_cold]]
+            if len(twins):
+                starts = np.concatenate([starts, twins])
         exact, warm = [], []
         for f in inits if attempt == 0 else ():
             try:
