@@ -147,3 +147,34 @@ def test_parameter_keys_are_unique_and_name_what_they_are() -> None:
     assert len(set(keys)) == len(keys) == model.size
     assert "CP#0/location" in keys and "CW#0/start" in keys and keys[-1] == "noise"
     assert {"CP_BEFORE*PER*PER#0/PER#0/period", "CP_BEFORE*PER*PER#0/PER#1/period"} <= set(keys)
+
+
+def test_term_twins_are_the_best_draws_with_one_term_switched_off() -> None:
+    """``FitConfig.term_twins``: per additive term, the draws of highest likelihood with
+    that term's variance at its lower bound (the sub-model without it); none for one term.
+    The option is off by default and then absent from the fit's key (old caches match)."""
+    from prolas.gp import FitConfig
+    from prolas.gp.fit import _term_twins
+    from prolas.gp.minimise import log_likelihood_at
+
+    t = np.linspace(0.0, 1.0, 60)
+    y = np.sin(2 * np.pi * 6 * t) + 0.5
+    y = (y - y.mean()) / y.std()
+    model = GramModel(parse("C + PER*SE + LIN"), t, 0.04)
+    draws = initial_thetas(model, y, 0.04, (0, 0), 16)
+    variances = [k for k, p in enumerate(model.params) if p.name == "variance"]
+    twins = _term_twins(model, draws, model, y, 2, None)
+    assert twins.shape == (2 * len(variances), model.size)
+    for i, v in enumerate(variances):
+        off = np.array(draws)
+        off[:, v] = model.params[v].lower
+        lls = [log_likelihood_at(model, th, y) for th in off]
+        for row, j in zip(twins[2 * i : 2 * i + 2], np.argsort(lls)[::-1][:2]):
+            np.testing.assert_array_equal(row, off[j])  # the two best, best first
+    single = GramModel(parse("PER*SE"), t, 0.04)
+    assert _term_twins(
+        single, initial_thetas(single, y, 0.04, (0, 0), 8), single, y, 1, None
+    ).shape == (0, single.size)
+    assert (
+        "term_twins" not in FitConfig().key() and FitConfig(term_twins=1).key()["term_twins"] == 1
+    )
