@@ -64,7 +64,11 @@ class RationalQuadratic(Stationary):
         ls, a = v["lengthscale"], v["alpha"]
         if diag:
             ls, a = ls[..., 0], a[..., 0]
-        return torch.pow(1.0 + 0.5 * (d / ls) ** 2 / a, -a)
+        # exp(-alpha log1p(u)), not (1 + u)^(-alpha): near alpha's upper bound (where RQ
+        # reproduces an SE) 1 + u rounds away most of u, and the power multiplies that
+        # error by alpha (~1e-8 relative in k at alpha = 1e8: an indefinite K once a large
+        # variance scales it)
+        return torch.exp(-a * torch.log1p(0.5 * (d / ls) ** 2 / a))
 
     def gram(self, grid, th, grad):
         ls2, a = exp_or_inf(2.0 * th[0]), exp_or_inf(th[1])

@@ -552,3 +552,24 @@ def test_the_result_schema_lists_every_entry_with_exactly_its_parameters() -> No
         for spec in kernel.params:
             positive = block["properties"][spec.name].get("exclusiveMinimum") == 0
             assert positive == spec.log, (name, spec.name)
+
+
+def test_rq_near_its_alpha_bound_keeps_its_precision_in_x_units() -> None:
+    """At alpha's upper bound RQ reproduces an SE (a nested sub-model's embedding puts it
+    there). ``(1 + u)^(-alpha)`` rounds away most of u ~ 1e-10 and the power multiplies the
+    error by alpha: ~1e-8 relative in k, enough to make ``17 000 K + 1.6e-4 I`` indefinite
+    (the natural-unit recompute then failed and a fit fell back to a worse optimum, below a
+    model it contains: mauna, benchmarks/results/fit_reliability/). The GPyTorch view must
+    match ``exp(-alpha log1p(u))`` in float64 and keep that matrix positive definite."""
+    ls, alpha = 2.0, 1e8
+    x = np.linspace(0.0, 30.0, 400)
+    u = (x[:, None] - x[None, :]) ** 2 / (2.0 * alpha * ls**2)
+    reference = np.exp(-alpha * np.log1p(u))
+    module = KERNEL_MODULES["RQ"]().to(DTYPE)
+    module.set_param("lengthscale", ls)
+    module.set_param("alpha", alpha)
+    xt = torch.tensor(x, dtype=DTYPE).reshape(-1, 1)
+    with torch.no_grad():
+        k = module.forward(xt, xt).numpy()
+    assert _rel(k, reference) < 1e-12
+    np.linalg.cholesky(1.7e4 * k + 1.6e-4 * np.eye(x.size))  # raises if not PD
