@@ -168,12 +168,13 @@ def cmd_summarise(args: argparse.Namespace) -> None:
             key = (r["series"], r["expression"])
             best[key] = max(best.get(key, -np.inf), r["log_likelihood"])
     table: dict[str, dict[tuple[str, str], dict[int, float | None]]] = {}
-    seconds: dict[str, list[float]] = {}
+    seconds: dict[tuple[str, str], list[float]] = {}  # (variant, series or "all")
     for r in rows:
         v = r.get("variant", "default")
         ll = r["log_likelihood"] if r["status"] == "ok" else None
         table.setdefault(v, {}).setdefault((r["series"], r["expression"]), {})[r["fit_seed"]] = ll
-        seconds.setdefault(v, []).append(r["seconds"])
+        for group in (r["series"], "all"):
+            seconds.setdefault((v, group), []).append(r["seconds"])
     seeds = sorted({r["fit_seed"] for r in rows})
     common = set.intersection(
         *({p for p, lls in t.items() if all(k in lls for k in seeds)} for t in table.values())
@@ -200,7 +201,7 @@ def cmd_summarise(args: argparse.Namespace) -> None:
             lines.append(
                 f"| {v} | {series} | {len(pairs)} | {np.mean(spans <= args.tol):.1%} | "
                 f"{np.mean(gaps <= args.tol):.1%} | {np.median(finite):.2f} | "
-                f"{np.mean(finite):.2f} | {np.median(seconds[v]):.3f} |"
+                f"{np.mean(finite):.2f} | {np.median(seconds[v, series]):.3f} |"
             )
     text = "\n".join(lines) + "\n"
     if args.out:
