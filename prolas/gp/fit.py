@@ -385,8 +385,10 @@ def _term_twins(
     likelihood once that term's variance is at its lower bound: the starts of the
     sub-model without the term, in this model's parameters (the draws of shared
     parameters are alike: :func:`prolas.gp.starts.initial_thetas`). ``0 x P`` if none."""
+    if k <= 0:  # the default: nothing to compute on every fit's path
+        return np.zeros((0, model.size))
     var_idx = [kk for kk, p in enumerate(model.params) if p.name == "variance"]
-    if k <= 0 or len(var_idx) < 2:
+    if len(var_idx) < 2:
         return np.zeros((0, model.size))
     out = []
     for v in var_idx:
