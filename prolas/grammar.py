@@ -98,12 +98,22 @@ def sequence_expression(seq: Sequence) -> Expression:
     seq = tuple(seq)
     if not seq:
         raise GrammarError("empty sequence")
-    expr: Expression = Base(seq[0])
-    for op, k in zip(seq[1::2], seq[2::2], strict=False):
+    steps = 0  # the (op, K) steps before a stop (an op without its K is ignored)
+    for op in seq[1 : len(seq) - (len(seq) + 1) % 2 : 2]:
         if op == STOP:
             break
-        expr = _apply(op, expr, Base(k))
-    return expr
+        steps += 1
+    return _prefix_expression(seq[: 1 + 2 * steps])
+
+
+@functools.lru_cache(maxsize=200_000)
+def _prefix_expression(seq: Sequence) -> Expression:
+    """:func:`sequence_expression` of a stop-free sequence ``K1 op K2 ... op Kn``, built on
+    its cached prefix: sequences that share a prefix share its (immutable) expression and
+    so its canonical items, computed once; a decoded pool shares many prefixes."""
+    if len(seq) == 1:
+        return Base(seq[0])
+    return _apply(seq[-2], _prefix_expression(seq[:-2]), Base(seq[-1]))
 
 
 def _encoding_operations(probs: dict[str, float]) -> tuple[str, ...]:

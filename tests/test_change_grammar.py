@@ -177,6 +177,34 @@ def test_one_sequence_to_expression_function_gives_the_old_canonical_strings():
         assert str(sequence_expression(seq)) == _old_sequence_to_expression(seq)
 
 
+def test_sequences_sharing_a_prefix_build_the_expression_of_the_left_to_right_fold():
+    """sequence_expression builds on cached prefixes; the result is the definition's
+    fold S <- S op K (stopping at a stop, ignoring an op without its K) to the tree:
+    same canonical form and same structure as written, including change operators."""
+    from prolas.expr import Base
+    from prolas.grammar import _apply
+
+    def fold(seq):
+        expr = Base(seq[0])
+        for op, k in zip(seq[1::2], seq[2::2], strict=False):
+            if op == STOP:
+                break
+            expr = _apply(op, expr, Base(k))
+        return expr
+
+    rng = np.random.default_rng(11)
+    kernels, ops = ["SE", "LIN", "PER", "RQ", "C"], ["+", "*", "CP", "CW", STOP]
+    for _ in range(3000):
+        n = int(rng.integers(1, 14))  # even lengths end in an op without its K
+        seq = tuple(str(rng.choice(kernels if i % 2 == 0 else ops)) for i in range(n))
+        built, folded = sequence_expression(seq), fold(seq)
+        assert built.items == folded.items and built.tree_str() == folded.tree_str(), seq
+    # a shared prefix is one object, so its canonical items are computed once
+    a = sequence_expression(("SE", "+", "PER", "*", "LIN", "+", "RQ"))
+    b = sequence_expression(("SE", "+", "PER", "*", "LIN", "CP", "C"))
+    assert a.operands[0] is b.a
+
+
 # --- encoding -------------------------------------------------------------------------------
 def test_change_layout_and_round_trip():
     enc = GrammarEncoding(CHANGE)
