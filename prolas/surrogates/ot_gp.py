@@ -24,7 +24,7 @@ The fit maximises the exact marginal log-likelihood per point,
     \\Sigma^{-1} r + \\sum_i \\log L_{ii} + \\tfrac n2 \\log 2\\pi\\Big],
     \\quad r = y_s - c\\mathbf 1, \\; \\Sigma = K + \\sigma^2 I = L L^\\top,
 
-by L-BFGS (strong Wolfe line search) from given raw values (the previous step's: a warm
+by SciPy's L-BFGS-B from given raw values (the previous step's: a warm
 start), keeping the best finite state. The posterior of the noise-free f at candidates
 with cross-covariances ``k_*`` (the raw kernel, as ``FittedSurrogate.predict(joint=False)``)
 and prior variance ``k_** = max_i K_ii``:
@@ -45,6 +45,7 @@ import warnings
 
 import numpy as np
 import torch
+from scipy.optimize import minimize
 from torch.nn.functional import softplus
 
 from prolas.errors import NumericsWarning
@@ -59,6 +60,9 @@ _NOISE_FLOOR = 1e-4
 NAMES: tuple[str, ...] = ("noise", "constant", "alpha", "beta", "alpha_bar", "beta_bar")
 _INITIAL = {"noise": 0.1, "constant": 0.0, "alpha": 0.5, "beta": 0.5, "alpha_bar": 0.5}
 _INITIAL["beta_bar"] = 5.0
+#: The loss L-BFGS-B is given where the objective cannot be computed: its line search
+#: backs off (as :func:`prolas.gp.minimise.minimise`).
+_PENALTY = 1e10
 _TOL = 1e-10  # eigenvalues above -tol * max|lambda| count as non-negative
 
 
@@ -168,10 +172,12 @@ class OTGP:
         max_iter: int = 50,
         noise_floor: float = _NOISE_FLOOR,
     ) -> OTGP:
-        """Fit on distinct registry indices ``train`` with targets ``y`` by L-BFGS from
-        ``init`` (raw values; :func:`default_raw` if None), the noise variance at least
-        ``noise_floor``. If the optimiser fails or produces a non-finite loss, the best
-        finite state is kept (a warning says so)."""
+        """Fit on distinct registry indices ``train`` with targets ``y`` by L-BFGS-B
+        (SciPy, at most ``max_iter`` iterations) from ``init`` (raw values;
+        :func:`default_raw` if None), the noise variance at least ``noise_floor``. A
+        point whose Gram matrix cannot be factorised, or whose loss is not finite, gets a
+        large loss and a zero gradient (the line search backs off; a warning says so if
+        it happened); the best finite state is kept."""
         if not noise_floor > 0.0:
             raise ValueError(f"noise_floor must be positive, got {noise_floor}")
         if len(set(train)) != len(train):
@@ -183,22 +189,34 @@ class OTGP:
         n = len(train)
         eye = torch.eye(n, dtype=torch.float64)
         start = default_raw(noise_floor) if init is None else init
-        raw = torch.nn.Parameter(start.detach().clone())
-        opt = torch.optim.LBFGS([raw], lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe")
-        best: dict = {"loss": math.inf, "raw": None}
+        best: dict = {"loss": math.inf, "raw": None, "error": None}
 
-        def closure() -> torch.Tensor:
-            loss, raw.grad = _objective(raw.detach(), d, db, ys, eye, noise_floor)
-            if math.isfinite(loss) and loss < best["loss"]:
-                best["loss"], best["raw"] = loss, raw.detach().clone()
-            return torch.tensor(loss, dtype=torch.float64)
+        def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+            raw = torch.from_numpy(x)
+            try:
+                loss, grad = _objective(raw, d, db, ys, eye, noise_floor)
+            except (RuntimeError, ValueError) as exc:  # not positive definite and friends
+                best["error"] = exc
+                return _PENALTY, np.zeros_like(x)
+            if not math.isfinite(loss):
+                return _PENALTY, np.zeros_like(x)
+            if loss < best["loss"]:
+                best["loss"], best["raw"] = loss, raw.clone()
+            return loss, grad.numpy()
 
-        try:
-            opt.step(closure)
-        except (RuntimeError, ValueError) as exc:  # not positive definite and friends
-            warnings.warn(f"surrogate fit stopped early: {exc}", NumericsWarning, stacklevel=2)
+        # SciPy's L-BFGS-B, as the GP fits: torch.optim's first optimiser in a process
+        # imports torch._dynamo (1-3 s, paid by a search's first BO step)
+        x0 = start.detach().to(torch.float64).numpy().copy()
+        options = {"maxiter": max_iter, "ftol": 1e-12, "gtol": 1e-7, "maxcor": 20}
+        minimize(objective, x0, jac=True, method="L-BFGS-B", options=options)
         if best["raw"] is None:
-            raise RuntimeError("surrogate fit: no finite marginal likelihood")
+            raise RuntimeError(f"surrogate fit: no finite marginal likelihood ({best['error']})")
+        if best["error"] is not None:
+            warnings.warn(
+                f"surrogate fit: a step was not positive definite ({best['error']})",
+                NumericsWarning,
+                stacklevel=2,
+            )
         return cls(registry, train, y, best["raw"], -best["loss"] * n, noise_floor)
 
     def predict(self, cands: list[int] | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
