@@ -18,9 +18,10 @@ Parts (nested: a line's time includes the lines indented under it):
 * ``surrogate.best``: the OT GP on the pool's new expressions: the graphs of expressions
   met for the first time (``ExpressionRegistry.indices``), the fit, and the prediction
   with the OT distances of every candidate to the training expressions
-  (``OTGP.predict``). The first fit of a process also imports ``torch._dynamo`` (about
-  1.2 s: ``torch.optim.LBFGS`` is decorated with ``torch._disable_dynamo``), which is
-  in the fit's mean.
+  (``OTGP.predict``). Before d9b0134 the first fit of a process also imported
+  ``torch._dynamo`` (1.2–2.7 s: ``torch.optim.LBFGS`` is decorated with
+  ``torch._disable_dynamo``), which was in the fit's mean; the fit now uses SciPy's
+  L-BFGS-B.
 """
 
 from __future__ import annotations
