@@ -41,8 +41,13 @@ __all__ = [
     "unguarded_main_script",
 ]
 
-#: Imported once in the fork server (and by Dask workers at start-up).
-WARM_MODULES = ("prolas.gp", "scipy.signal", "torch._dynamo", "torch.optim")
+#: Imported once in the fork server (and by Dask workers at start-up): what a GP fit
+#: imports on its first call. ``torch.fx.experimental.symbolic_shapes`` (with sympy) is
+#: imported by torch's ``broadcast_shapes`` the first time GPyTorch builds a kernel; a
+#: name a later torch moves is skipped (the fork server ignores preloads it cannot
+#: import). Not ``torch._dynamo``: nothing a worker runs by default uses torch.optim
+#: (the surrogate's fit uses SciPy's L-BFGS-B), and importing it took the server 1.3-2.7 s.
+WARM_MODULES = ("prolas.gp", "scipy.signal", "torch.fx.experimental.symbolic_shapes")
 
 
 def process_context(extra: tuple[str, ...] = ()) -> multiprocessing.context.BaseContext:
