@@ -236,3 +236,40 @@ def test_a_noise_floor_bounds_the_fitted_noise_and_widens_predictions(data) -> N
         assert float(grad[j]) == pytest.approx((up - down) / (2 * h), rel=1e-4, abs=1e-7)
     with pytest.raises(ValueError, match="noise_floor"):
         OTGP.fit(registry, idx, y, noise_floor=0.0)
+
+
+def test_a_fit_whose_steps_fail_backs_off_and_keeps_its_best_state(data, monkeypatch) -> None:
+    """Where the objective cannot be computed (a Gram matrix that will not factorise, a
+    non-finite loss) the optimiser is told a large loss and backs off: the fit ends at
+    the best finite state it met, says so with a NumericsWarning, and its mll is the
+    objective there. If no state was finite, the fit raises (the search then records a
+    surrogate failure)."""
+    import prolas.surrogates.ot_gp as ot_gp
+
+    surrogate, train, _, y = data
+    registry = surrogate.registry
+    idx = registry.indices(train)
+    real = ot_gp._objective
+    calls = {"n": 0}
+
+    def flaky(raw, d, db, ys, eye, noise_floor=ot_gp._NOISE_FLOOR):
+        calls["n"] += 1
+        if float(raw[0]) < -3.0:  # small noise: "not positive definite"
+            raise torch.linalg.LinAlgError("not positive definite (test)")
+        if calls["n"] % 3 == 0:
+            return math.nan, torch.zeros_like(raw)
+        return real(raw, d, db, ys, eye, noise_floor)
+
+    monkeypatch.setattr(ot_gp, "_objective", flaky)
+    # nearly noiseless targets: the fit heads for small noise, where the steps fail
+    yt = np.array([len(e) / 10 + e.count("PER") for e in train])
+    with pytest.warns(NumericsWarning, match="not positive definite"):
+        fit = OTGP.fit(registry, idx, yt, max_iter=100)
+    assert float(fit.raw[0]) >= -3.0 and math.isfinite(fit.mll)
+    ys = torch.as_tensor((yt - yt.mean()) / yt.std(ddof=1))
+    d, db = (torch.as_tensor(a) for a in registry.distances(idx, idx))
+    loss, _ = real(fit.raw, d, db, ys, torch.eye(len(idx), dtype=torch.float64))
+    assert fit.mll == pytest.approx(-loss * len(idx), rel=1e-12)
+    monkeypatch.setattr(ot_gp, "_objective", lambda raw, *a: (math.nan, torch.zeros_like(raw)))
+    with pytest.raises(RuntimeError, match="no finite marginal likelihood"):
+        OTGP.fit(registry, idx, yt)
