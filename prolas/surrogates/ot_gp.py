@@ -1,4 +1,4 @@
-"""The GP with the optimal-transport kernel of PROLAS's default surrogate, in plain torch.
+"""The GP with the optimal-transport kernel of PROLAS's default surrogate, in NumPy.
 
 The model and the objective are those of :func:`prolas.surrogates.model.fit_surrogate`
 with an :class:`~prolas.surrogates.ot.OTKernel` (the GPyTorch ``ExactGP`` of structural
@@ -45,8 +45,9 @@ import warnings
 
 import numpy as np
 import torch
+from scipy.linalg import lapack, solve_triangular
 from scipy.optimize import minimize
-from torch.nn.functional import softplus
+from scipy.special import expit
 
 from prolas.errors import NumericsWarning
 from prolas.surrogates.ot import ExpressionRegistry
@@ -80,43 +81,50 @@ def default_raw(noise_floor: float = _NOISE_FLOOR) -> torch.Tensor:
     return torch.stack(raw)
 
 
-def _unpack(
-    raw: torch.Tensor, noise_floor: float = _NOISE_FLOOR
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(sigma^2, c, (alpha, beta, alpha_bar, beta_bar))`` from the raw values."""
+def _unpack(x: np.ndarray, noise_floor: float = _NOISE_FLOOR) -> tuple[float, float, np.ndarray]:
+    """``(sigma^2, c, (alpha, beta, alpha_bar, beta_bar))`` from the raw values ``x``."""
     lo, hi = OT_GP_BOUNDS
-    return softplus(raw[0]) + noise_floor, raw[1], torch.sigmoid(raw[2:]) * (hi - lo) + lo
+    return _softplus(float(x[0])) + noise_floor, float(x[1]), expit(x[2:]) * (hi - lo) + lo
 
 
-def _kernel(theta: torch.Tensor, d: torch.Tensor, db: torch.Tensor) -> torch.Tensor:
-    return theta[0] * torch.exp(-theta[1] * d) + theta[2] * torch.exp(-theta[3] * db)
+def _softplus(v: float) -> float:
+    """``log(1 + e^v)``, as torch's softplus (``v`` itself above 20)."""
+    return v if v > 20.0 else math.log1p(math.exp(v))
 
 
-def _repair(k: torch.Tensor) -> tuple[torch.Tensor, bool]:
+def _kernel(theta: np.ndarray, d: np.ndarray, db: np.ndarray) -> np.ndarray:
+    return theta[0] * np.exp(-theta[1] * d) + theta[2] * np.exp(-theta[3] * db)
+
+
+def _repair(k: np.ndarray) -> tuple[np.ndarray, bool]:
     """K with jitter on the diagonal if it is indefinite (:meth:`OTKernel._repair`). A
     K whose Cholesky factorisation succeeds is positive definite to rounding, far inside
     the tolerance, so only a K that fails it needs its eigenvalues."""
-    with torch.no_grad():
-        if int(torch.linalg.cholesky_ex(k).info) == 0:
-            return k, False
-        evals = torch.linalg.eigvalsh(k)
-    lam = float(evals[0])
-    scale = float(evals.abs().max()) if len(evals) else 0.0
+    if not len(k) or lapack.dpotrf(k, lower=1, clean=0)[1] == 0:
+        return k, False
+    evals = np.linalg.eigvalsh(k)
+    lam, scale = float(evals[0]), float(np.abs(evals).max())
     if lam >= -_TOL * max(scale, 1e-300):
         return k, False
-    return k + (-lam * (1.0 + 1e-8) + 1e-12) * torch.eye(k.shape[0], dtype=k.dtype), True
+    return _plus_diagonal(k, -lam * (1.0 + 1e-8) + 1e-12), True
 
 
-def _cholesky(s: torch.Tensor, tries: int, first: float) -> torch.Tensor:
-    """The Cholesky factor of ``s``, adding jitter ``first``, 10x, ... on failure."""
-    eye = torch.eye(s.shape[0], dtype=s.dtype)
+def _cholesky(s: np.ndarray, tries: int, first: float) -> np.ndarray:
+    """The lower Cholesky factor of ``s``, adding jitter ``first``, 10x, ... on failure."""
     jitter = 0.0
     for _ in range(tries):
-        chol, info = torch.linalg.cholesky_ex(s + jitter * eye)
-        if int(info) == 0:
+        chol, info = lapack.dpotrf(_plus_diagonal(s, jitter), lower=1, clean=1, overwrite_a=1)
+        if info == 0:
             return chol
         jitter = first if jitter == 0.0 else 10 * jitter
-    raise torch.linalg.LinAlgError(f"not positive definite after jitter {jitter:.1e}")
+    raise np.linalg.LinAlgError(f"not positive definite after jitter {jitter:.1e}")
+
+
+def _plus_diagonal(k: np.ndarray, v: float) -> np.ndarray:
+    """A copy of the square ``k`` with ``v`` added to its diagonal."""
+    out = k.copy()
+    out.flat[:: len(k) + 1] += v
+    return out
 
 
 class OTGP:
@@ -135,26 +143,25 @@ class OTGP:
         registry: ExpressionRegistry,
         train: list[int],
         y: np.ndarray,
-        raw: torch.Tensor,
+        raw: torch.Tensor | np.ndarray,
         mll: float,
         noise_floor: float = _NOISE_FLOOR,
     ) -> None:
         self.registry = registry
         self.noise_floor = noise_floor
         self.train = list(train)
-        self.raw = raw.detach().clone()
+        x = np.array(torch.as_tensor(raw, dtype=torch.float64).detach(), dtype=np.float64)
+        self.raw = torch.from_numpy(x)
         self.mll = mll
         y = np.asarray(y, dtype=np.float64)
         self.y_mean, self.y_std = _standardisation(y)
-        ys = torch.as_tensor((y - self.y_mean) / self.y_std)
-        self.noise, self.constant, self.theta = (t.detach() for t in _unpack(self.raw, noise_floor))
-        d, db = (torch.as_tensor(a) for a in registry.distances(self.train, self.train))
+        ys = (y - self.y_mean) / self.y_std
+        self.noise, self.constant, self.theta = _unpack(x, noise_floor)
+        d, db = registry.distances(self.train, self.train)
         k, self.repaired = _repair(_kernel(self.theta, d, db))
         self.prior_var = float(k.diagonal().max())
-        eye = torch.eye(len(self.train), dtype=k.dtype)
-        self._chol = _cholesky(k + self.noise * eye, tries=6, first=1e-8)
-        resid = (ys - self.constant).unsqueeze(-1)
-        self._weights = torch.cholesky_solve(resid, self._chol).squeeze(-1)
+        self._chol = _cholesky(_plus_diagonal(k, self.noise), tries=6, first=1e-8)
+        self._weights = lapack.dpotrs(self._chol, ys - self.constant, lower=1)[0]
 
     @property
     def hyperparameters(self) -> dict[str, float]:
@@ -184,29 +191,27 @@ class OTGP:
             raise ValueError("training expressions must be distinct")
         y = np.asarray(y, dtype=np.float64)
         mean, std = _standardisation(y)
-        ys = torch.as_tensor((y - mean) / std)
-        d, db = (torch.as_tensor(a) for a in registry.distances(train, train))
+        ys = (y - mean) / std
+        d, db = registry.distances(train, train)
         n = len(train)
-        eye = torch.eye(n, dtype=torch.float64)
         start = default_raw(noise_floor) if init is None else init
         best: dict = {"loss": math.inf, "raw": None, "error": None}
 
         def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
-            raw = torch.from_numpy(x)
             try:
-                loss, grad = _objective(raw, d, db, ys, eye, noise_floor)
-            except (RuntimeError, ValueError) as exc:  # not positive definite and friends
+                loss, grad = _objective(x, d, db, ys, noise_floor)
+            except (np.linalg.LinAlgError, ValueError) as exc:  # not positive definite
                 best["error"] = exc
                 return _PENALTY, np.zeros_like(x)
             if not math.isfinite(loss):
                 return _PENALTY, np.zeros_like(x)
             if loss < best["loss"]:
-                best["loss"], best["raw"] = loss, raw.clone()
-            return loss, grad.numpy()
+                best["loss"], best["raw"] = loss, x.copy()
+            return loss, grad
 
         # SciPy's L-BFGS-B, as the GP fits: torch.optim's first optimiser in a process
         # imports torch._dynamo (1-3 s, paid by a search's first BO step)
-        x0 = start.detach().to(torch.float64).numpy().copy()
+        x0 = np.array(torch.as_tensor(start, dtype=torch.float64).detach(), dtype=np.float64)
         options = {"maxiter": max_iter, "ftol": 1e-12, "gtol": 1e-7, "maxcor": 20}
         minimize(objective, x0, jac=True, method="L-BFGS-B", options=options)
         if best["raw"] is None:
@@ -222,53 +227,56 @@ class OTGP:
     def predict(self, cands: list[int] | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """Posterior mean and variance of the noise-free f at registry indices
         ``cands``, in the units of the training targets (module docstring)."""
-        d, db = (torch.as_tensor(a) for a in self.registry.distances(cands, self.train))
+        d, db = self.registry.distances(cands, self.train)
         kst = _kernel(self.theta, d, db)
         mu = self.constant + kst @ self._weights
-        v = torch.linalg.solve_triangular(self._chol, kst.transpose(-1, -2), upper=False)
-        var = (self.prior_var - (v**2).sum(0)).clamp_min(1e-12)
-        return mu * self.y_std + self.y_mean, var * self.y_std**2
+        v = solve_triangular(self._chol, kst.T, lower=True, check_finite=False)
+        var = np.maximum(self.prior_var - (v**2).sum(0), 1e-12)
+        mean = torch.from_numpy(mu * self.y_std + self.y_mean)
+        return mean, torch.from_numpy(var * self.y_std**2)
 
 
 def _objective(
-    raw: torch.Tensor,
-    d: torch.Tensor,
-    db: torch.Tensor,
-    ys: torch.Tensor,
-    eye: torch.Tensor,
+    x: np.ndarray,
+    d: np.ndarray,
+    db: np.ndarray,
+    ys: np.ndarray,
     noise_floor: float = _NOISE_FLOOR,
-) -> tuple[float, torch.Tensor]:
+) -> tuple[float, np.ndarray]:
     """Minus the marginal log-likelihood per point (module docstring) and its gradient
-    in the raw values. With ``Sigma = L L^T``, ``a = Sigma^{-1} r`` and ``W = Sigma^{-1}
-    - a a^T``: ``d/d theta = tr(W dSigma/d theta) / (2n)`` for the noise (``dSigma =
-    I``) and the kernel's values (``dK/d alpha = e^{-beta d}``, ``dK/d beta = -alpha d
-    e^{-beta d}``, likewise for the bars; the repair's jitter is a constant, as in
-    :meth:`OTKernel._repair`), ``-sum(a) / n`` for c; then the transforms' derivatives
+    in the raw values ``x``. With ``Sigma = L L^T``, ``a = Sigma^{-1} r`` and ``W =
+    Sigma^{-1} - a a^T``: ``d/d theta = tr(W dSigma/d theta) / (2n)`` for the noise
+    (``dSigma = I``) and the kernel's values (``dK/d alpha = e^{-beta d}``, ``dK/d beta =
+    -alpha d e^{-beta d}``, likewise for the bars; the repair's jitter is a constant, as
+    in :meth:`OTKernel._repair`), ``-sum(a) / n`` for c; then the transforms' derivatives
     (``sigmoid`` for softplus, ``(u - l) s (1 - s)`` for the box). A failed factorisation
-    raises; a non-finite loss comes back as such."""
+    raises; a non-finite loss comes back as such. NumPy and LAPACK on ``n x n`` arrays:
+    torch's per-operation overhead was most of a call at these sizes (n <= ~100)."""
     n = len(ys)
-    noise, c, theta = _unpack(raw, noise_floor)
-    e1, e2 = torch.exp(-theta[1] * d), torch.exp(-theta[3] * db)
-    k, _ = _repair(theta[0] * e1 + theta[2] * e2)
-    chol = _cholesky(k + noise * eye, tries=4, first=1e-8)
-    r = (ys - c).unsqueeze(-1)
-    a = torch.cholesky_solve(r, chol)
-    quad = float((r * a).sum())
-    loss = (0.5 * quad + float(chol.diagonal().log().sum()) + 0.5 * n * math.log(2 * math.pi)) / n
+    noise, c, theta = _unpack(x, noise_floor)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e1, e2 = np.exp(-theta[1] * d), np.exp(-theta[3] * db)
+        k, _ = _repair(theta[0] * e1 + theta[2] * e2)
+    chol = _cholesky(_plus_diagonal(k, noise), tries=4, first=1e-8)
+    r = ys - c
+    a = lapack.dpotrs(chol, r, lower=1)[0]
+    quad = float(r @ a)
+    logdet = float(np.log(chol.diagonal()).sum())
+    loss = (0.5 * quad + logdet + 0.5 * n * math.log(2 * math.pi)) / n
     if not math.isfinite(loss):
-        return loss, torch.zeros_like(raw)
-    w = torch.cholesky_inverse(chol) - a @ a.T
-    dk = torch.stack([e1, -theta[0] * d * e1, e2, -theta[2] * db * e2])  # 4 x n x n
-    g_theta = 0.5 * (w * dk).sum(dim=(1, 2))
-    lo, hi = OT_GP_BOUNDS
-    s = torch.sigmoid(raw[2:])
-    grad = torch.cat(
-        [
-            (0.5 * w.diagonal().sum() * torch.sigmoid(raw[0])).reshape(1),
-            (-a.sum()).reshape(1),
-            g_theta * (hi - lo) * s * (1 - s),
-        ]
+        return loss, np.zeros_like(x)
+    inv = lapack.dpotri(chol, lower=1)[0]  # the lower triangle of Sigma^{-1}
+    w = np.tril(inv) + np.tril(inv, -1).T - np.outer(a, a)
+    we1, we2 = w * e1, w * e2
+    g_theta = 0.5 * np.array(
+        [we1.sum(), -theta[0] * (we1 * d).sum(), we2.sum(), -theta[2] * (we2 * db).sum()]
     )
+    lo, hi = OT_GP_BOUNDS
+    s = expit(x[2:])
+    grad = np.empty(len(x))
+    grad[0] = 0.5 * float(w.trace()) * float(expit(x[0]))
+    grad[1] = -float(a.sum())
+    grad[2:] = g_theta * (hi - lo) * s * (1 - s)
     return loss, grad / n
 
 
