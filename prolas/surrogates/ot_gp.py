@@ -87,6 +87,13 @@ def _unpack(x: np.ndarray, noise_floor: float = _NOISE_FLOOR) -> tuple[float, fl
     return _softplus(float(x[0])) + noise_floor, float(x[1]), expit(x[2:]) * (hi - lo) + lo
 
 
+def _raw_array(raw: torch.Tensor | np.ndarray) -> np.ndarray:
+    """Raw values as a fresh float64 array (a warm start may be a tensor)."""
+    if isinstance(raw, torch.Tensor):
+        raw = raw.detach().cpu().numpy()
+    return np.array(raw, dtype=np.float64)
+
+
 def _softplus(v: float) -> float:
     """``log(1 + e^v)``, as torch's softplus (``v`` itself above 20)."""
     return v if v > 20.0 else math.log1p(math.exp(v))
@@ -150,7 +157,7 @@ class OTGP:
         self.registry = registry
         self.noise_floor = noise_floor
         self.train = list(train)
-        x = np.array(torch.as_tensor(raw, dtype=torch.float64).detach(), dtype=np.float64)
+        x = _raw_array(raw)
         self.raw = torch.from_numpy(x)
         self.mll = mll
         y = np.asarray(y, dtype=np.float64)
@@ -211,7 +218,7 @@ class OTGP:
 
         # SciPy's L-BFGS-B, as the GP fits: torch.optim's first optimiser in a process
         # imports torch._dynamo (1-3 s, paid by a search's first BO step)
-        x0 = np.array(torch.as_tensor(start, dtype=torch.float64).detach(), dtype=np.float64)
+        x0 = _raw_array(start)
         options = {"maxiter": max_iter, "ftol": 1e-12, "gtol": 1e-7, "maxcor": 20}
         minimize(objective, x0, jac=True, method="L-BFGS-B", options=options)
         if best["raw"] is None:
