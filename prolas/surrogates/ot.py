@@ -84,6 +84,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 import ot
@@ -240,26 +241,14 @@ class ExpressionGraph:
     def transport(self) -> Transport:
         """The graph as :func:`otmann_distance` solves it (:class:`Transport`)."""
         n = len(self.labels)
-        keep = self.masses[1 : n - 1] > 0
-        labels = self.labels[1 : n - 1][keep]
-        masses = self.masses[1 : n - 1][keep]
-        paths = self.paths[1 : n - 1][keep]
-        first: dict[tuple[int, bytes], int] = {}
-        merged: list[int] = []
-        weight: list[float] = []
-        for k, (lab, row) in enumerate(zip(labels.tolist(), paths)):
-            at = first.setdefault((lab, row.tobytes()), len(merged))
-            if at == len(merged):
-                merged.append(k)
-                weight.append(masses[k])
-            else:
-                weight[at] += masses[k]
+        masses = self.masses.tolist()
+        merged, weight = _merged_nodes(self.labels.tolist(), masses, self.paths.tolist())
         return Transport(
-            (float(self.masses[0]), self.paths[0]),
-            (float(self.masses[n - 1]), self.paths[n - 1]),
-            labels[merged],
+            (masses[0], self.paths[0]),
+            (masses[n - 1], self.paths[n - 1]),
+            self.labels[merged],
             np.asarray(weight, dtype=np.float64),
-            np.ascontiguousarray(paths[merged]),
+            np.ascontiguousarray(self.paths[merged]),
         )
 
 
@@ -307,112 +296,144 @@ def expression_graph(expr: Expression | str, config: OTConfig | None = None) -> 
     side nodes and an operator node; see the module docstring)."""
     config = config or OTConfig()
     expr = parse(expr) if isinstance(expr, str) else expr
-    lab = config.labels
-    # nodes in construction order: (label, mass, children, depth); ip is node 0
-    nodes: list[tuple[str, float, list[int], int]] = [("ip", 0.0, [], 0)]
+    parts = _graph_parts(expr, config)
+    return ExpressionGraph(
+        str(expr), np.array(parts.labels), parts.masses, np.array(parts.rows), tuple(parts.edges)
+    )
 
-    def add(label: str, mass: float, children: list[int]) -> int:
-        depth = 1 + max(nodes[c][3] for c in children)
-        nodes.append((label, mass, children, depth))
-        return len(nodes) - 1
 
-    def leaves(items) -> None:  # every leaf first, in term order (the flat layout)
+def _graph_parts(expr: Expression, config: OTConfig) -> _GraphParts:
+    """The nodes of :func:`expression_graph` as Python lists (:class:`_GraphParts`).
+
+    Path lengths come from the construction: from ip, a leaf is 1 hop away and an
+    operator node ``1 + min``, ``1 + max`` and ``1 + mean`` of its inputs' (a random walk
+    from ip arrives from a uniformly chosen input; the mean summed left to right in input
+    order below 8 values, as ``ndarray.mean``: the same to the bit as the edge-list
+    computation). To op: every node but ip feeds exactly one node, so its three hops are
+    its depth below op; ip's are the min, max and mean over the leaves. Plain Python on
+    these ~10-node graphs (a PROLAS step builds dozens): numpy's per-call overhead was
+    most of a graph's cost.
+    """
+    position = _label_positions(config.labels)
+    leaf_mass, op_mass = config.leaf_mass, config.op_mass
+    # per node in construction order: label, mass, inputs, (sp, lp, rw) from ip
+    labels = [position["ip"]]
+    masses = [0.0]
+    inputs: list[list[int]] = [[]]
+    fwd = [(0.0, 0.0, 0.0)]
+    leaf = (1.0, 1.0, 1.0)
+
+    def leaves(items) -> None:
         for item in items:
             if isinstance(item, ChangeItem):
                 leaves(item.a)
                 leaves(item.b)
             else:
                 for f in item:
-                    leaf_of.append(add(f, config.leaf_mass, [0]))
+                    labels.append(position[f])
+                    masses.append(leaf_mass)
+                    inputs.append([0])
+                    fwd.append(leaf)
+
+    def add(label: str, mass: float, children: list[int]) -> int:
+        rows = [fwd[c] for c in children]
+        labels.append(position[label])
+        masses.append(mass)
+        inputs.append(children)
+        fwd.append(
+            (
+                1 + min(r[0] for r in rows),
+                1 + max(r[1] for r in rows),
+                1 + _mean([r[2] for r in rows]),
+            )
+        )
+        return len(labels) - 1
+
+    next_leaf = 1
 
     def build(items) -> int:
+        nonlocal next_leaf
         outs = []
         for item in items:
             if isinstance(item, ChangeItem):
                 side_a, side_b = CHANGE_OPERATORS[item.op][1]
-                a = add(side_a, config.op_mass, [build(item.a)])
-                b = add(side_b, config.op_mass, [build(item.b)])
-                outs.append(add(item.op, config.op_mass * 2, [a, b]))
+                a = add(side_a, op_mass, [build(item.a)])
+                b = add(side_b, op_mass, [build(item.b)])
+                outs.append(add(item.op, op_mass * 2, [a, b]))
                 continue
-            factors = [leaf_of[next_leaf[0] + i] for i in range(len(item))]
-            next_leaf[0] += len(item)
-            if len(item) == 1:
-                outs.append(factors[0])
-            else:
-                outs.append(add("*", config.op_mass * len(item), factors))
+            k = len(item)
+            first, next_leaf = next_leaf, next_leaf + k
+            outs.append(first if k == 1 else add("*", op_mass * k, list(range(first, first + k))))
         if len(outs) == 1:
             return outs[0]
-        return add("+", config.op_mass * len(outs), outs)
+        return add("+", op_mass * len(outs), outs)
 
-    leaf_of: list[int] = []
-    next_leaf = [0]
     leaves(expr.items)
     top = build(expr.items)
+    n = len(labels)
+    # hops to op: every node but ip feeds exactly one consumer, built after it
+    consumer = [-1] * n
+    for u in range(1, n):
+        for c in inputs[u]:
+            consumer[c] = u
+    depth = [0.0] * n
+    depth[top] = 1.0
+    for u in range(n - 1, 0, -1):
+        if u != top:
+            depth[u] = 1.0 + depth[consumer[u]]
+    leaf_depths = [depth[u] for u in range(1, n) if inputs[u] == [0]]
+    rows = [(*fwd[u], depth[u], depth[u], depth[u]) for u in range(n)]
+    rows[0] = (0.0, 0.0, 0.0, 1 + min(leaf_depths), 1 + max(leaf_depths), 1 + _mean(leaf_depths))
     # topological order: by longest path from ip, stable (the flat order when unchanged)
-    order = sorted(range(len(nodes)), key=lambda i: nodes[i][3])
+    order = sorted(range(n), key=lambda i: fwd[i][1])
     new = {old: i for i, old in enumerate(order)}
-    position = _label_positions(lab)
-    labels = [position[nodes[i][0]] for i in order] + [position["op"]]
-    masses = [nodes[i][1] for i in order] + [0.0]
-    out = len(labels) - 1
-    edges = [(new[c], new[i]) for i in order for c in nodes[i][2]] + [(new[top], out)]
-    m = np.asarray(masses, dtype=np.float64)
-    processing = m[1:-1].sum()
-    m[0] = m[-1] = config.zeta * processing
-    paths = _tree_path_lengths([n[2] for n in nodes], top)
-    paths = np.vstack(
-        [paths[order], [[paths[top][0] + 1, paths[top][1] + 1, paths[top][2] + 1, 0, 0, 0]]]
+    t = fwd[top]
+    m = np.array([masses[i] for i in order] + [0.0])
+    m[0] = m[-1] = config.zeta * m[1:-1].sum()
+    return _GraphParts(
+        [labels[i] for i in order] + [position["op"]],
+        m,
+        [rows[i] for i in order] + [(t[0] + 1, t[1] + 1, t[2] + 1, 0.0, 0.0, 0.0)],
+        [(new[c], new[i]) for i in order for c in inputs[i]] + [(new[top], n)],
     )
-    return ExpressionGraph(str(expr), np.asarray(labels), m, paths, tuple(edges))
+
+
+class _GraphParts(NamedTuple):
+    """An expression graph's nodes in topological order (ip first, op last) as
+    :func:`_graph_parts` builds them: label indices, masses (an array: its sums are the
+    graph's), path-length rows (6-tuples) and edges."""
+
+    labels: list[int]
+    masses: np.ndarray
+    rows: list[tuple[float, ...]]
+    edges: list[tuple[int, int]]
+
+
+def _merged_nodes(
+    labels: list[int], masses: list[float], rows: list[tuple[float, ...]]
+) -> tuple[list[int], list[float]]:
+    """The nodes of a transport program (:class:`Transport`): positions of the nodes
+    other than ip (first) and op (last) with positive mass (zero-mass nodes change no
+    cost), nodes of equal label and path lengths merged into the first of them, in order
+    of first appearance; and the merged masses."""
+    first: dict[tuple[int, tuple[float, ...]], int] = {}
+    merged: list[int] = []
+    weight: list[float] = []
+    for k in range(1, len(labels) - 1):
+        if not masses[k] > 0:
+            continue
+        at = first.setdefault((labels[k], tuple(rows[k])), len(merged))
+        if at == len(merged):
+            merged.append(k)
+            weight.append(masses[k])
+        else:
+            weight[at] += masses[k]
+    return merged, weight
 
 
 @functools.lru_cache(maxsize=8)
 def _label_positions(labels: tuple[str, ...]) -> dict[str, int]:
     return {name: i for i, name in enumerate(labels)}
-
-
-def _tree_path_lengths(inputs: list[list[int]], top: int) -> np.ndarray:
-    """``n x 6`` shortest, longest and random-walk hops from ip and to op of the nodes of
-    an expression graph, from its construction: ``inputs[u]`` lists the nodes feeding
-    node u (node 0 is ip, which feeds every leaf; a node's inputs are built before it),
-    ``top`` feeds op. Rows in construction order, op left out. A random walk from ip
-    arrives from a uniformly chosen input, one to op leaves to a uniformly chosen
-    consumer.
-
-    From ip: ``1 + min``, ``1 + max`` and ``1 + mean`` over the inputs (the mean summed
-    left to right in input order below 8 values, as ``ndarray.mean``: the same to the
-    bit as the edge-list computation). To op: every node but ip feeds exactly one node,
-    so its three hops are its depth below op; ip's are the min, max and mean over the
-    leaves (integers, so the mean is exact in any order).
-
-    Plain Python on these ~10-node graphs (a PROLAS step builds dozens): numpy's per-call
-    overhead was most of a graph's cost.
-    """
-    n = len(inputs)
-    fwd = [(0.0, 0.0, 0.0)] * n
-    consumer = [-1] * n
-    for u in range(1, n):
-        ins = inputs[u]
-        for c in ins:
-            consumer[c] = u
-        if ins == [0]:  # a leaf
-            fwd[u] = (1.0, 1.0, 1.0)
-            continue
-        rows = [fwd[c] for c in ins]
-        fwd[u] = (
-            1 + min(r[0] for r in rows),
-            1 + max(r[1] for r in rows),
-            1 + _mean([r[2] for r in rows]),
-        )
-    depth = [0.0] * n
-    depth[top] = 1.0
-    for u in range(n - 1, 0, -1):  # a consumer is built after the nodes it reads
-        if u != top:
-            depth[u] = 1.0 + depth[consumer[u]]
-    leaf_depths = [depth[u] for u in range(1, n) if inputs[u] == [0]]
-    out = np.array([[*fwd[u], depth[u], depth[u], depth[u]] for u in range(n)], dtype=np.float64)
-    out[0, 3:] = 1 + min(leaf_depths), 1 + max(leaf_depths), 1 + _mean(leaf_depths)
-    return out
 
 
 def otmann_distance(
@@ -539,7 +560,8 @@ class ExpressionRegistry:
     def __init__(self, config: OTConfig | None = None) -> None:
         self.config = config or OTConfig()
         self._lm = self.config.label_matrix()
-        self.graphs: list[ExpressionGraph] = []
+        self._exprs: list[Expression] = []  # by index
+        self._graphs: list[ExpressionGraph] = []  # by index, built when first asked for
         self._index: dict[str, int] = {}
         self._cache: dict[tuple[int, int], tuple[float, float]] = {}
         self._anchor_pos: dict[int, int] = {}
@@ -548,7 +570,7 @@ class ExpressionRegistry:
         # (d, d_bar) x registered index x anchor position; NaN = not computed yet
         self._dense = np.full((2, 0, 0), np.nan)
         # node types (label, path lengths) of the graphs' nodes
-        self._type_of: dict[tuple[int, bytes], int] = {}
+        self._type_of: dict[tuple[int, tuple[float, ...]], int] = {}
         self._type_labels = np.zeros(0, dtype=np.int64)  # by capacity, as the one below
         self._type_paths = np.zeros((0, 6))
         # per graph (rows by capacity) its Transport: the merged nodes' count, types and
@@ -562,7 +584,15 @@ class ExpressionRegistry:
         self._totals = np.zeros(0)
 
     def __len__(self) -> int:
-        return len(self.graphs)
+        return len(self._exprs)
+
+    @property
+    def graphs(self) -> list[ExpressionGraph]:
+        """The registered expressions' graphs by index (:func:`expression_graph`), built
+        on first access: the distances need only their transport programs."""
+        while len(self._graphs) < len(self._exprs):
+            self._graphs.append(expression_graph(self._exprs[len(self._graphs)], self.config))
+        return self._graphs
 
     def index(self, expr: Expression | str) -> int:
         """Index of an expression (registered on first use), by canonical string."""
@@ -574,11 +604,17 @@ class ExpressionRegistry:
         key = str(expr)
         idx = self._index.get(key)
         if idx is None:
-            idx = len(self.graphs)
-            graph = expression_graph(expr, self.config)
-            self.graphs.append(graph)
-            t = graph.transport
-            types = self._node_types(t.labels, t.paths)
+            idx = len(self._exprs)
+            self._exprs.append(expr)
+            # the transport program straight from the nodes (as ExpressionGraph.transport
+            # computes it, to the bit); the graph itself is built only if asked for
+            parts = _graph_parts(expr, self.config)
+            m = parts.masses
+            masses = m.tolist()
+            merged, weight = _merged_nodes(parts.labels, masses, parts.rows)
+            labels, rows = parts.labels, parts.rows
+            types = self._node_types([labels[k] for k in merged], [rows[k] for k in merged])
+            weight_array = np.asarray(weight, dtype=np.float64)
             width = max(self._node_type.shape[1], len(types))
             if idx == len(self._sizes) or width > self._node_type.shape[1]:  # capacities grow
                 rows = max(2 * idx, 64) if idx == len(self._sizes) else len(self._sizes)
@@ -593,19 +629,19 @@ class ExpressionRegistry:
                 self._node_type, self._node_mass = node_type, node_mass
             self._sizes[idx] = len(types)
             self._node_type[idx, : len(types)] = types
-            self._node_mass[idx, : len(types)] = t.masses
-            self._rest_totals[idx], self._totals[idx] = t.total, graph.total_mass
-            self._atoms[idx, 0, 0], self._atoms[idx, 0, 1:] = t.ip
-            self._atoms[idx, 1, 0], self._atoms[idx, 1, 1:] = t.op
+            self._node_mass[idx, : len(types)] = weight_array
+            self._rest_totals[idx], self._totals[idx] = weight_array.sum(), m.sum()
+            self._atoms[idx, 0, 0], self._atoms[idx, 0, 1:] = masses[0], parts.rows[0]
+            self._atoms[idx, 1, 0], self._atoms[idx, 1, 1:] = masses[-1], parts.rows[-1]
             self._index[key] = idx
         return idx
 
-    def _node_types(self, labels: np.ndarray, paths: np.ndarray) -> np.ndarray:
+    def _node_types(self, labels: list[int], rows: list[tuple[float, ...]]) -> np.ndarray:
         """The type (label and path lengths) of each of these nodes."""
-        out = np.empty(len(labels), dtype=np.int64)
+        out = []
         n = len(self._type_of)
-        for k, (lab, row) in enumerate(zip(labels.tolist(), paths)):
-            key = (lab, row.tobytes())
+        for lab, row in zip(labels, rows):
+            key = (lab, row)
             t = self._type_of.get(key)
             if t is None:
                 t = self._type_of[key] = n
@@ -614,8 +650,8 @@ class ExpressionRegistry:
                     self._type_paths = np.resize(self._type_paths, (max(2 * n, 64), 6))
                 self._type_labels[n], self._type_paths[n] = lab, row
                 n += 1
-            out[k] = t
-        return out
+            out.append(t)
+        return np.asarray(out, dtype=np.int64)
 
     def indices(self, exprs: Iterable[Expression | str]) -> list[int]:
         return [self.index(e) for e in exprs]
@@ -627,9 +663,9 @@ class ExpressionRegistry:
         for j in dict.fromkeys(int(i) for i in idx):
             if j in self._anchor_pos:
                 continue
-            if not 0 <= j < len(self.graphs):
+            if not 0 <= j < len(self):
                 raise IndexError(f"no expression {j} in the registry")
-            self._grow(len(self.graphs), len(self._anchors) + 1)
+            self._grow(len(self), len(self._anchors) + 1)
             pos = len(self._anchors)
             self._anchors.append(j)
             self._anchor_pos[j] = pos
@@ -662,7 +698,7 @@ class ExpressionRegistry:
 
     def _anchored(self, rows: np.ndarray, anchors: np.ndarray) -> np.ndarray:
         """``2 x len(rows) x len(anchors)`` (d, d_bar), filling what is missing."""
-        self._grow(len(self.graphs), len(self._anchors))
+        self._grow(len(self), len(self._anchors))
         pos = np.asarray([self._anchor_pos[j] for j in anchors.tolist()], dtype=np.int64)
         block = self._dense[:, rows[:, None], pos[None, :]]
         missing = np.isnan(block[0])
@@ -670,8 +706,8 @@ class ExpressionRegistry:
             r, c = np.nonzero(missing)
             i, j = rows[r], anchors[c]
             g1, g2 = np.minimum(i, j), np.maximum(i, j)  # G1 = the smaller index
-            key = np.unique(g1 * len(self.graphs) + g2)
-            g1, g2 = key // len(self.graphs), key % len(self.graphs)
+            key = np.unique(g1 * len(self) + g2)
+            g1, g2 = key // len(self), key % len(self)
             vals = self._solve_pairs(g1, g2)
             for a, b in ((g1, g2), (g2, g1)):  # the entries in anchor columns, both ways
                 at = self._anchor_at[b]
