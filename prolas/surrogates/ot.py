@@ -605,7 +605,6 @@ class ExpressionRegistry:
         idx = self._index.get(key)
         if idx is None:
             idx = len(self._exprs)
-            self._exprs.append(expr)
             # the transport program straight from the nodes (as ExpressionGraph.transport
             # computes it, to the bit); the graph itself is built only if asked for
             parts = _graph_parts(expr, self.config)
@@ -617,13 +616,13 @@ class ExpressionRegistry:
             weight_array = np.asarray(weight, dtype=np.float64)
             width = max(self._node_type.shape[1], len(types))
             if idx == len(self._sizes) or width > self._node_type.shape[1]:  # capacities grow
-                rows = max(2 * idx, 64) if idx == len(self._sizes) else len(self._sizes)
-                self._sizes = np.resize(self._sizes, rows)
-                self._rest_totals = np.resize(self._rest_totals, rows)
-                self._totals = np.resize(self._totals, rows)
-                self._atoms = np.resize(self._atoms, (rows, 2, 7))
-                node_type = np.zeros((rows, width), dtype=np.int64)
-                node_mass = np.zeros((rows, width))
+                size = max(2 * idx, 64) if idx == len(self._sizes) else len(self._sizes)
+                self._sizes = np.resize(self._sizes, size)
+                self._rest_totals = np.resize(self._rest_totals, size)
+                self._totals = np.resize(self._totals, size)
+                self._atoms = np.resize(self._atoms, (size, 2, 7))
+                node_type = np.zeros((size, width), dtype=np.int64)
+                node_mass = np.zeros((size, width))
                 r, w = self._node_type.shape
                 node_type[:r, :w], node_mass[:r, :w] = self._node_type, self._node_mass
                 self._node_type, self._node_mass = node_type, node_mass
@@ -631,8 +630,9 @@ class ExpressionRegistry:
             self._node_type[idx, : len(types)] = types
             self._node_mass[idx, : len(types)] = weight_array
             self._rest_totals[idx], self._totals[idx] = weight_array.sum(), m.sum()
-            self._atoms[idx, 0, 0], self._atoms[idx, 0, 1:] = masses[0], parts.rows[0]
-            self._atoms[idx, 1, 0], self._atoms[idx, 1, 1:] = masses[-1], parts.rows[-1]
+            self._atoms[idx, 0, 0], self._atoms[idx, 0, 1:] = masses[0], rows[0]
+            self._atoms[idx, 1, 0], self._atoms[idx, 1, 1:] = masses[-1], rows[-1]
+            self._exprs.append(expr)
             self._index[key] = idx
         return idx
 
