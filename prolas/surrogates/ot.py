@@ -323,7 +323,7 @@ def _graph_parts(expr: Expression, config: OTConfig) -> _GraphParts:
     fwd = [(0.0, 0.0, 0.0)]
     leaf = (1.0, 1.0, 1.0)
 
-    def leaves(items) -> None:
+    def leaves(items) -> None:  # every leaf first (nodes 1..L), in term order
         for item in items:
             if isinstance(item, ChangeItem):
                 leaves(item.a)
@@ -378,9 +378,10 @@ def _graph_parts(expr: Expression, config: OTConfig) -> _GraphParts:
             consumer[c] = u
     depth = [0.0] * n
     depth[top] = 1.0
-    for u in range(n - 1, 0, -1):
+    for u in range(n - 1, 0, -1):  # a consumer is built after the nodes it reads
         if u != top:
             depth[u] = 1.0 + depth[consumer[u]]
+    # ip's hops to op: over the leaves (integers, so the mean is exact in any order)
     leaf_depths = [depth[u] for u in range(1, n) if inputs[u] == [0]]
     rows = [(*fwd[u], depth[u], depth[u], depth[u]) for u in range(n)]
     rows[0] = (0.0, 0.0, 0.0, 1 + min(leaf_depths), 1 + max(leaf_depths), 1 + _mean(leaf_depths))
