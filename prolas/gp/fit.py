@@ -60,6 +60,7 @@ from prolas.gp.natural import (
     hold_unseen_transitions,
     theta_to_natural,
 )
+from prolas.gp.prior import PenalisedModel
 from prolas.gp.results import FactorFit, FitResult, TermFit, bic
 from prolas.gp.split import ProcessSplit
 from prolas.gp.starts import (
@@ -175,6 +176,10 @@ class FitConfig:
             ``benchmarks/results/cold_fit/``, "Sub-model twins").
         twins_replace: the twins take the places of the lowest-ranked random draws
             (the screen keeps ``restarts`` starts) instead of adding to them.
+        prior: the width ``w`` of weak log-normal priors on the hyperparameters in scaled
+            units (:mod:`prolas.gp.prior`; larger is weaker) under which the presampled
+            starts are ranked and the screen runs; the polish and the hops maximise the
+            likelihood alone. 0: off, the screen ranks by likelihood.
     """
 
     restarts: int = 8
@@ -194,6 +199,7 @@ class FitConfig:
     polish_points: int = 0
     term_twins: int = 0
     twins_replace: bool = False
+    prior: float = 0.0
 
     def schedule(self) -> tuple[tuple[int, int, int], ...]:
         """The screening stages before the polish, each ``(candidates, iterations,
@@ -213,6 +219,8 @@ class FitConfig:
         # numpy's generators take no negative seed: every fit would fail, not the call
         if not (isinstance(self.seed, int | np.integer) and self.seed >= 0):
             raise ProlasError(f"the seed must be an integer >= 0, got {self.seed!r}")
+        if not (math.isfinite(self.prior) and self.prior >= 0):
+            raise ProlasError(f"the prior's width must be a finite number >= 0, got {self.prior!r}")
         object.__setattr__(self, "seed", int(self.seed))  # a plain int in fit-cache keys
 
     def key(self) -> dict:
@@ -222,7 +230,7 @@ class FitConfig:
         d = asdict(self)
         if d["lengthscale_floor"] == 0.0:
             del d["lengthscale_floor"]
-        for name, default in (("term_twins", 0), ("twins_replace", False)):
+        for name, default in (("term_twins", 0), ("twins_replace", False), ("prior", 0.0)):
             if d[name] == default:  # keys written before the field existed lack it
                 del d[name]
         d["algorithm"] = FIT_ALGORITHM
@@ -621,6 +629,16 @@ def _fit_gp(
             subsets[idx.size] = (GramModel(expr, t[idx], floor_t, ls_floor_t), y[idx])
         return subsets[idx.size]
 
+    def screened_on(points: int) -> tuple[GramModel, np.ndarray]:
+        """:func:`on_points`, under the prior where there is one (:mod:`prolas.gp.prior`)."""
+        m, yy = on_points(points)
+        if config.prior <= 0:
+            return m, yy
+        if id(m) not in penalised:
+            penalised[id(m)] = PenalisedModel(m, config.prior)
+        return penalised[id(m)], yy
+
+    penalised: dict[int, PenalisedModel] = {}
     errors = []
     stages = config.schedule()
     for attempt in range(config.attempts):
@@ -631,7 +649,7 @@ def _fit_gp(
         starts = initial_thetas(model, y, floor_t, (config.seed, attempt), draws, hints)
         if config.presample > R:
             # keep the R draws of highest likelihood on the first stage's points
-            pm, py = on_points(stages[0][2])
+            pm, py = screened_on(stages[0][2])
             lls = _value_each(pool, pm, list(starts), py)
             lls = [v if math.isfinite(v) else -math.inf for v in lls]
             twins = _term_twins(model, starts, pm, py, config.term_twins, pool)
@@ -649,14 +667,14 @@ def _fit_gp(
                 errors.append(f"warm start from {f.expression} skipped ({exc})")
         # Screening: every random start runs the stages, the best going on to the next;
         # the ``keep`` best are then polished to convergence on all the data.
-        chosen = _screen(starts, stages, on_points, config, pool)[: config.keep] if cold else []
+        chosen = _screen(starts, stages, screened_on, config, pool)[: config.keep] if cold else []
         n_cold = len(chosen)
         # A warm start is screened in the first stage and polished besides (a warm fit is
         # never worse than the cold one); an exact start is polished from where it is: at
         # a contained sub-model's optimum on all the data.
         if warm:
             first = stages[0]
-            sm, sy = on_points(first[2])
+            sm, sy = screened_on(first[2])
             screened = _minimise_each(pool, sm, warm, sy, first[1], config.tolerance)
             chosen += [th for th, ll in screened if math.isfinite(ll)]
         if config.polish_points and cold:

@@ -45,6 +45,7 @@ import numpy as np
 
 from prolas.gp.gram import GramModel
 from prolas.gp.minimise import log_likelihood_at, minimise
+from prolas.gp.prior import PenalisedModel
 from prolas.processes import exit_with_parent, process_context
 
 __all__ = ["ProcessSplit", "close_pool", "disabled", "wait_ready"]
@@ -67,7 +68,7 @@ _TOKENS = itertools.count(1)
 _FAILED: str | None = None
 
 #: What a worker needs to rebuild a model: (token, expression, t, period floor,
-#: lengthscale floor, y).
+#: lengthscale floor, prior width (0: the likelihood alone), y).
 Spec = tuple
 
 
@@ -84,10 +85,12 @@ def _worker_init() -> None:
 
 def _model(spec: Spec) -> GramModel:
     """The spec's model, rebuilt on first use and kept for the fit's next batches."""
-    token, expr, t, period_floor, lengthscale_floor, _ = spec
+    token, expr, t, period_floor, lengthscale_floor, prior_width, _ = spec
     model = _MODELS.pop(token, None)
     if model is None:
         model = GramModel(expr, t, period_floor, lengthscale_floor)
+        if prior_width > 0:  # a screen under the prior (prolas.gp.prior)
+            model = PenalisedModel(model, prior_width)
     _MODELS[token] = model  # most recent last
     while len(_MODELS) > _CACHE_SIZE:
         _MODELS.pop(next(iter(_MODELS)))
@@ -239,7 +242,8 @@ class ProcessSplit:
 
     def _spec(self, model: GramModel, y: np.ndarray) -> Spec:
         token = self._tokens.setdefault(id(model), next(_TOKENS))
-        return (token, model.expr, model.t, model.period_floor, model.lengthscale_floor, y)
+        width = getattr(model, "width", 0.0)  # a PenalisedModel's prior width
+        return (token, model.expr, model.t, model.period_floor, model.lengthscale_floor, width, y)
 
     def _run(
         self,
