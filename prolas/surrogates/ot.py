@@ -574,6 +574,9 @@ class ExpressionRegistry:
         self._type_of: dict[tuple[int, tuple[float, ...]], int] = {}
         self._type_labels = np.zeros(0, dtype=np.int64)  # by capacity, as the one below
         self._type_paths = np.zeros((0, 6))
+        # node costs between every two types (_node_costs), the first _costed types'
+        self._type_costs = np.zeros((0, 0))
+        self._costed = 0
         # per graph (rows by capacity) its Transport: the merged nodes' count, types and
         # masses (columns up to the largest count; padding unused), their total, ip's and
         # op's masses and path lengths; and the graph's total mass
@@ -730,20 +733,16 @@ class ExpressionRegistry:
         a1, a2 = self._atoms[g1], self._atoms[g2]
         d = np.empty(len(g1))
         s1, s2 = self._sizes[g1], self._sizes[g2]
-        # node costs between the node types of all the pairs, then each pair's by position
-        t1, t2 = self._node_type[g1], self._node_type[g2]
-        cols = np.arange(t1.shape[1])[None, :]
-        u1, u2 = np.unique(t1[cols < s1[:, None]]), np.unique(t2[cols < s2[:, None]])
-        lab, paths = self._type_labels, self._type_paths
-        costs = _node_costs(lab[u1], paths[u1], lab[u2], paths[u2], nu, lm)
-        at1, at2 = np.searchsorted(u1, t1), np.searchsorted(u2, t2)  # padding: unused
+        # each pair's node costs, from the costs between every two node types
+        t1, t2 = self._node_type[g1], self._node_type[g2]  # padding: type 0, unused
+        costs = self._costs_between_types()
         group = s1 * (int(max(s1.max(), s2.max())) + 1) + s2
         order = np.argsort(group, kind="stable")
         for ks in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
             n1, n2 = int(s1[ks[0]]), int(s2[ks[0]])
             i1, i2 = g1[ks], g2[ks]
             d[ks] = _rest_distances(
-                costs[at1[ks, :n1][:, :, None], at2[ks, :n2][:, None, :]],
+                costs[t1[ks, :n1][:, :, None], t2[ks, :n2][:, None, :]],
                 self._node_mass[i1, :n1],
                 self._node_mass[i2, :n2],
                 self._rest_totals[i1],
@@ -755,6 +754,27 @@ class ExpressionRegistry:
             d += _atom_distances(x1, p1, x2, p2, labels.index(name), nu, lm)
         out[0], out[1] = d, d / (self._totals[g1] + self._totals[g2])
         return out
+
+    def _costs_between_types(self) -> np.ndarray:
+        """``T x T`` node costs (:func:`_node_costs`) between the ``T`` node types seen so
+        far. The types of new expressions add rows and columns; the rest is kept (a step
+        used to recompute the block of every type its pairs use, ~3 ms at ~600 types).
+        Each entry depends on its two types alone, so it is the block's to the bit."""
+        n, done = len(self._type_of), self._costed
+        if n == done:
+            return self._type_costs
+        if n > self._type_costs.shape[0]:  # capacities double
+            grown = np.zeros((max(2 * n, 64), max(2 * n, 64)))
+            grown[:done, :done] = self._type_costs[:done, :done]
+            self._type_costs = grown
+        lab, paths = self._type_labels[:n], self._type_paths[:n]
+        nu, lm = self.config.nu_str, self._lm
+        self._type_costs[done:n, :n] = _node_costs(lab[done:], paths[done:], lab, paths, nu, lm)
+        self._type_costs[:done, done:n] = _node_costs(
+            lab[:done], paths[:done], lab[done:], paths[done:], nu, lm
+        )
+        self._costed = n
+        return self._type_costs
 
     # --- pairs -------------------------------------------------------------------------
     def pair(self, i: int, j: int) -> tuple[float, float]:

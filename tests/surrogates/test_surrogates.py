@@ -452,6 +452,28 @@ def test_registry_distances_equal_pairwise_ot_to_the_bit() -> None:
         assert np.array_equal(g.paths, _reference_path_lengths(g))
 
 
+def test_node_types_that_arrive_between_requests_keep_distances_to_the_bit() -> None:
+    """The node costs between types are kept and grow with new types (rows and columns
+    added, capacity doubled): distances asked in rounds, each bringing expressions of
+    new node types, are the pairwise otmann_distance to the bit."""
+    from prolas.surrogates.ot import otmann_distance
+
+    rng = np.random.default_rng(8)
+    grammar = Grammar.from_file(ROOT / "grammars" / "abcd.toml")
+    exprs = list(dict.fromkeys(str(grammar.sample(rng)) for _ in range(150)))
+    reg = ExpressionRegistry()
+    first = reg.indices(exprs[:10])
+    reg.anchor(first)
+    types_before = len(reg._type_of)
+    for lo in range(10, len(exprs), 35):
+        new = reg.indices(exprs[lo : lo + 35])
+        d, db = reg.distances(new, first)
+        for a, i in enumerate(new):
+            for b, j in enumerate(first):
+                assert (d[a, b], db[a, b]) == otmann_distance(reg.graphs[j], reg.graphs[i])
+    assert len(reg._type_of) > 64 > types_before  # the capacity of the costs grew
+
+
 def test_anchored_distances_equal_pairwise_ot_to_the_bit() -> None:
     """Distances kept densely for anchors (a surrogate's training expressions) are the
     per-pair otmann_distance of the ordered pair to the bit, however the anchors and the
