@@ -27,6 +27,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from prolas.gp.gram import GramModel, ParamInfo
+
 __all__ = ["PRIOR", "LogNormalPrior", "PenalisedModel"]
 
 #: ``(kernel, parameter) -> (mu, sigma)`` of the parameter's log in scaled units, before
@@ -55,7 +57,7 @@ class LogNormalPrior:
         width: ``w``, multiplies every ``sigma`` (larger is weaker); must be > 0.
     """
 
-    def __init__(self, params: Sequence, width: float) -> None:
+    def __init__(self, params: Sequence[ParamInfo], width: float) -> None:
         if not (math.isfinite(width) and width > 0):
             raise ValueError(f"a prior's width must be a finite number > 0, got {width!r}")
         entries = [
@@ -81,7 +83,7 @@ class PenalisedModel:
     under a :class:`LogNormalPrior` (what the screen ranks; module docstring). Everything
     else is the model's, so :func:`prolas.gp.minimise.minimise` runs on it unchanged."""
 
-    def __init__(self, model, width: float) -> None:
+    def __init__(self, model: GramModel, width: float) -> None:
         self.model = model
         self.width = float(width)
         self.prior = LogNormalPrior(model.params, self.width)
