@@ -763,8 +763,11 @@ class ExpressionRegistry:
         n, done = len(self._type_of), self._costed
         if n == done:
             return self._type_costs
-        if n > self._type_costs.shape[0]:  # capacities double
-            grown = np.zeros((max(2 * n, 64), max(2 * n, 64)))
+        if n > self._type_costs.shape[0]:
+            # memory is quadratic in the types (~640 in a 50-fit search: 4 MB), so the
+            # capacity grows by a quarter, not by doubling (which would hold 4x the need)
+            cap = max(n + 64, n + n // 4)
+            grown = np.zeros((cap, cap))
             grown[:done, :done] = self._type_costs[:done, :done]
             self._type_costs = grown
         lab, paths = self._type_labels[:n], self._type_paths[:n]
