@@ -8,7 +8,10 @@ method at the same budget of unique GP fits:
    fits (the fits CKS needed to reach its final BIC);
 2. **BIC**: PROLAS's mean best BIC at the budget is at least CKS's final BIC;
 3. **time**: the median seed of PROLAS reaches CKS's final BIC before CKS finishes;
-4. **random**: PROLAS's mean best BIC at the budget is above random search's.
+4. **random**: PROLAS's mean best BIC at the budget is above random search's;
+5. **at CKS's time** (the default search's goal on the nine series, target 7 of 9): PROLAS's
+   mean over seeds of its best BIC among the evaluations finished by CKS's own (one-core)
+   search time is at least CKS's final BIC.
 
 Times are rebuilt from the cells, the same way for every method, so a grid run on a busy
 machine or with a warm fit cache still compares like with like: a search's time is its
@@ -57,7 +60,7 @@ from prolas.bench.grid import (
 from prolas.bench.stats import TOL, cell_trace, fmt, reach, summarise, summary_rows
 
 #: The targets of issue 18 on nine series: how many series must meet each goal.
-TARGETS = {"fits": 7, "bic": 8, "time": 6, "random": 9}
+TARGETS = {"fits": 7, "bic": 8, "time": 6, "random": 9, "at_cks_time": 7}
 
 
 def search_seconds(cell: dict) -> float:
@@ -74,6 +77,22 @@ def seconds_to_reach(cell: dict, target: float, budget: int) -> float:
     history = cell["history"]
     fits = sum(float(h.get("seconds") or 0.0) for h in history[: int(k)])
     return fits + cell["strategy_seconds"] * k / max(len(history), 1)
+
+
+def best_by_seconds(cell: dict, seconds: float, budget: int) -> float:
+    """The cell's best BIC among its first ``budget`` evaluations finished within
+    ``seconds`` (the same clock as :func:`seconds_to_reach`: the fit seconds of the first k
+    plus k/n of the strategy seconds); -inf if none finished or none succeeded."""
+    history = cell["history"][:budget]
+    share = cell["strategy_seconds"] / max(len(cell["history"]), 1)
+    best, clock = -math.inf, 0.0
+    for h in history:
+        clock += float(h.get("seconds") or 0.0) + share
+        if clock > seconds:
+            break
+        if h["status"] == "ok" and h["bic"] is not None and math.isfinite(h["bic"]):
+            best = max(best, float(h["bic"]))
+    return best
 
 
 def _median(values: Sequence[float]) -> float:
@@ -104,6 +123,7 @@ def goal_rows(
         of = [c for c in cells if c["dataset"] == dataset]
         seconds = [seconds_to_reach(c, target, budget) for c in of if c["method"] == method]
         cks_seconds = _median([search_seconds(c) for c in of if c["method"] == reference])
+        at_cks = [best_by_seconds(c, cks_seconds, budget) for c in of if c["method"] == method]
         row = {
             "dataset": dataset,
             "seeds": mine["seeds"],
@@ -117,12 +137,14 @@ def goal_rows(
             "seconds_to_cks": _median(seconds),
             "random_seeds": rnd["seeds"] if rnd else 0,
             "random_best_mean": rnd[f"best_at_{budget}_mean"] if rnd else None,
+            "at_cks_time_mean": float(np.mean(at_cks)) if at_cks else math.nan,
         }
         row["fits"] = row["fits_to_cks"] <= row["cks_fits"]
         row["bic"] = row["best_mean"] >= target - TOL
         row["time"] = row["seconds_to_cks"] < cks_seconds
         row["time_two_cores"] = row["seconds_to_cks"] < cks_seconds / 2
         row["random"] = None if rnd is None else row["best_mean"] > row["random_best_mean"]
+        row["at_cks_time"] = row["at_cks_time_mean"] >= target - TOL
         rows.append(row)
     return rows
 
@@ -147,11 +169,13 @@ def goals_markdown(rows: Sequence[dict], budget: int, method: str, reference: st
         "median over seeds of the fits and seconds to reach CKS's final BIC (never: more than "
         "half the seeds never do; in brackets how many never do). Seconds are one-core times "
         "rebuilt from the cells (fit seconds plus strategy seconds); 'time, 2 cores' compares "
-        "with CKS's time halved.",
+        "with CKS's time halved. 'at CKS's s': the mean over seeds of PROLAS's best BIC among "
+        "the evaluations finished by CKS's search time (-inf: a seed had none).",
         "",
         "| data | seeds | CKS final BIC (fits, s) | PROLAS best BIC | fits to CKS | s to CKS | "
-        "random best BIC | fits | BIC | time | time, 2 cores | random |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "random best BIC | PROLAS at CKS's s | fits | BIC | time | time, 2 cores | random | "
+        "at CKS's time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         rnd = "–" if r["random_best_mean"] is None else fmt(r["random_best_mean"])
@@ -160,9 +184,10 @@ def goals_markdown(rows: Sequence[dict], budget: int, method: str, reference: st
             f"({count(r['cks_fits'])}, {r['cks_seconds']:.1f}) | "
             f"{fmt(r['best_mean'])} ± {fmt(r['best_se'])} | "
             f"{count(r['fits_to_cks'])} ({r['never']}/{r['seeds']}) | "
-            f"{secs(r['seconds_to_cks'])} | {rnd} ({r['random_seeds']}) | {mark(r['fits'])} | "
+            f"{secs(r['seconds_to_cks'])} | {rnd} ({r['random_seeds']}) | "
+            f"{fmt(r['at_cks_time_mean'])} | {mark(r['fits'])} | "
             f"{mark(r['bic'])} | {mark(r['time'])} | {mark(r['time_two_cores'])} | "
-            f"{mark(r['random'])} |"
+            f"{mark(r['random'])} | {mark(r['at_cks_time'])} |"
         )
     lines += ["", "| goal | series meeting it | target (of 9) |", "|---|---|---|"]
     for goal, label in [
@@ -171,6 +196,7 @@ def goals_markdown(rows: Sequence[dict], budget: int, method: str, reference: st
         ("time", "reaches CKS's final BIC before CKS finishes (one core each)"),
         ("time_two_cores", "the same against CKS's time halved"),
         ("random", "mean best BIC above random search's"),
+        ("at_cks_time", "mean best BIC at CKS's time ≥ CKS's final (one core each)"),
     ]:
         met = sum(bool(r[goal]) for r in rows)
         target = TARGETS.get("time" if goal == "time_two_cores" else goal)
@@ -185,6 +211,7 @@ GOALS = {
     "time": "time",
     "time_two_cores": "time, 2 cores",
     "random": "random",
+    "at_cks_time": "at CKS's time",
 }
 
 

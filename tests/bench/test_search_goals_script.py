@@ -22,6 +22,18 @@ def test_seconds_to_reach_adds_fit_seconds_and_a_share_of_the_strategy() -> None
     assert sg.search_seconds(cell) == 12.0
 
 
+def test_best_by_seconds_counts_only_evaluations_finished_in_time() -> None:
+    sg = _script()
+    # each evaluation ends 2 s of fit plus 1 s of strategy after the last: at 3, 6, 9, 12 s
+    cell = bench_cell("prolas", 0, [1.0, None, 5.0, 7.0], seconds=2.0, strategy=4.0)
+    assert sg.best_by_seconds(cell, 2.9, 4) == -math.inf
+    assert sg.best_by_seconds(cell, 3.0, 4) == 1.0
+    assert sg.best_by_seconds(cell, 8.9, 4) == 1.0  # the failed fit scores nothing
+    assert sg.best_by_seconds(cell, 9.0, 4) == 5.0
+    assert sg.best_by_seconds(cell, 100.0, 3) == 5.0  # never past the budget
+    assert sg.best_by_seconds(cell, 100.0, 4) == 7.0
+
+
 def test_goals_follow_their_definitions() -> None:
     sg = _script()
     cells = [
@@ -40,6 +52,8 @@ def test_goals_follow_their_definitions() -> None:
     assert row["best_mean"] == pytest.approx(5.0)
     assert row["fits"] and row["bic"] and row["random"]
     assert not row["time"] and not row["time_two_cores"]  # 6 s against 4 s and 2 s
+    # by CKS's 4 s each seed has its first fit only: 5, 0 and 0
+    assert row["at_cks_time_mean"] == pytest.approx(5.0 / 3) and not row["at_cks_time"]
     text = sg.goals_markdown([row], 4, "prolas", "cks:change")
     assert "| d | 3 | 5.00 (3, 4.0) | 5.00 ± 0.58 | 2 (1/3) | 6.0 | 4.00 (1) |" in text
     assert "| mean best BIC ≥ CKS's final | 1 of 1 | 8 |" in text
@@ -95,7 +109,9 @@ def test_compare_puts_grids_side_by_side(tmp_path) -> None:
     text = (out / "compare.md").read_text()
     # time, 2 cores: PROLAS at 1 s is not before CKS's 2 s halved
     assert "| d | y / n | y / n | y / n | n / n | y / – |" in text
-    assert "| e | n / – | n / – | n / – | n / – | – / – |" in text
+    assert "| e | n / – | n / – | n / – | n / – | – / – | n / – |" in text
+    assert "| d | y / n | y / n | y / n | n / n | y / – | y / n |" in text
+    assert "| at CKS's time | 1 of 2 | 0 of 1 | 7 |" in text
     assert "| BIC | 1 of 2 | 0 of 1 | 8 |" in text
     assert "| random | 1 of 1 | 0 of 0 | 9 |" in text
     assert (
