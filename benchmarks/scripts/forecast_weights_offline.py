@@ -17,7 +17,12 @@ each candidate through :func:`prolas.report.forecast.forecast`:
 * ``B5``: the run's method (``rolling-mix``) over the top 5 of the journal's ranking,
   band ``refitted`` (R0's forecast from :func:`ranked` instead of the run's own models);
 * ``T5``: B5 over the top 5 models without a polynomial trend (no canonical term with two
-  or more ``LIN`` factors; ``benchmarks/results/trend_guard/``).
+  or more ``LIN`` factors; ``benchmarks/results/trend_guard/``);
+* ``F1``: the fixed additive kernel ``LIN + PER + SE`` alone (:data:`FIXED`; its fit from
+  the journal when the search fitted it, else a cold :func:`prolas.gp.fit_gp` with the
+  run's fit settings), ``rolling-mix`` of the one model, band ``refitted``;
+* ``M6``: T5's five models (the default's: the trend guard is on) plus F1's model when it
+  is not among them (``benchmarks/results/fixed_kernel/``).
 
 The search and its fits are the same for every candidate, so the comparison is paired
 and free of search and fit noise. Prints the means per candidate (MASE, coverage,
@@ -61,7 +66,28 @@ CANDIDATES = {
     "P5i": ("horizon-mix", 5, 1000, "interval"),
     "B5": ("rolling-mix", 5, 0, "log"),
     "T5": ("rolling-mix", 5, 0, "log"),
+    "F1": ("rolling-mix", 0, 0, "log"),
+    "M6": ("rolling-mix", 5, 0, "log"),
 }
+
+#: The fixed additive kernel of F1 and M6: a linear trend, a periodic part and a smooth
+#: part (Corani, Benavoli & Zaffalon 2021's composition without its spectral mixture).
+FIXED = "LIN + PER + SE"
+
+
+def fixed_fit(fits: dict[str, FitResult], train, config) -> FitResult:
+    """:data:`FIXED`'s fit: the journal's when the search fitted it, else a cold fit with
+    the run's fit settings (its fit seed, restarts and lengthscale floor)."""
+    from prolas.expr import parse
+    from prolas.gp import fit_gp
+
+    key = str(parse(FIXED))
+    if key in fits:
+        return fits[key]
+    fit = fit_gp(key, train, config.fit_config)
+    if fit.status != "ok":
+        raise SystemExit(f"{train.name}: {key} failed to fit: {fit.error}")
+    return fit
 
 
 def ranked(fits: dict[str, FitResult], k: int) -> list[FitResult]:
@@ -115,9 +141,13 @@ def series_rows(run: Path, series, season_length: int, candidates: list[str]) ->
         else:
             method, k, draws, score = CANDIDATES[name]
             pool = fits
-            if name == "T5":  # the trend guard (the product's own test of a model)
+            if name in ("T5", "M6"):  # the trend guard (the product's own test of a model)
                 pool = {e: f for e, f in fits.items() if not polynomial_trend(e)}
             models, band = ranked(pool, k), "refitted"
+            if name in ("F1", "M6"):
+                fixed = fixed_fit(fits, train, config)
+                if all(m.expression != fixed.expression for m in models):
+                    models = models + [fixed]
         models = on_all_points(models, train, config, refits)
         models = [hold_unseen_transitions(f, train) for f in models]
         t0 = time.perf_counter()

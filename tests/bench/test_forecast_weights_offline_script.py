@@ -21,11 +21,11 @@ def test_rescoring_reproduces_the_run_and_scores_every_candidate(tmp_path, monke
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks" / "scripts"))  # its sibling import
     script = load_script("forecast_weights_offline")
     out, md = tmp_path / "rows.csv", tmp_path / "summary.md"
-    args = [str(run), "--data-dir", str(DATA), "--candidates", "R0,H5,P5,T5"]
+    args = [str(run), "--data-dir", str(DATA), "--candidates", "R0,H5,P5,T5,F1,M6"]
     # R0 must reproduce the run's own scores, or the script stops
     assert script.main([*args, "--out", str(out), "--markdown", str(md)]) == 0
     rows = pd.read_csv(out).set_index("candidate")
-    assert list(rows.index) == ["R0", "H5", "P5", "T5"] and (rows["series"] == "N1410").all()
+    assert list(rows.index) == ["R0", "H5", "P5", "T5", "F1", "M6"] and (rows["series"] == "N1410").all()
     # the run forecast with the default trend guard: T5 is the run's own forecast again,
     # from the same models, none of them with a polynomial trend
     from prolas.report.forecast import polynomial_trend
@@ -35,6 +35,9 @@ def test_rescoring_reproduces_the_run_and_scores_every_candidate(tmp_path, monke
 
     assert names("T5") == names("R0") and not any(polynomial_trend(m) for m in names("T5"))
     assert rows.loc["T5", "mase"] == pytest.approx(rows.loc["R0", "mase"], rel=1e-12)
+    # F1 forecasts with the fixed kernel alone; M6 adds it to the default's models
+    assert rows.loc["F1", "models"] == "LIN + PER + SE:1.00"
+    assert set(names("M6")) == set(names("R0")) | {"LIN + PER + SE"}
     scores = pd.read_csv(run / "forecast_scores.csv").set_index("method")
     assert rows.loc["R0", "mase"] == pytest.approx(scores.loc["prolas", "mase"], rel=1e-9)
     # H5 and P5 mix the same five models, with weights that sum to 1
