@@ -25,7 +25,10 @@ def test_rescoring_reproduces_the_run_and_scores_every_candidate(tmp_path, monke
     # R0 must reproduce the run's own scores, or the script stops
     assert script.main([*args, "--out", str(out), "--markdown", str(md)]) == 0
     rows = pd.read_csv(out).set_index("candidate")
-    assert list(rows.index) == ["R0", "H5", "P5", "T5", "F1", "M6"] and (rows["series"] == "N1410").all()
+    assert (
+        list(rows.index) == ["R0", "H5", "P5", "T5", "F1", "M6"]
+        and (rows["series"] == "N1410").all()
+    )
     # the run forecast with the default trend guard: T5 is the run's own forecast again,
     # from the same models, none of them with a polynomial trend
     from prolas.report.forecast import polynomial_trend
