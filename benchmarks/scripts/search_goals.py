@@ -170,7 +170,7 @@ def goals_markdown(rows: Sequence[dict], budget: int, method: str, reference: st
         "half the seeds never do; in brackets how many never do). Seconds are one-core times "
         "rebuilt from the cells (fit seconds plus strategy seconds); 'time, 2 cores' compares "
         "with CKS's time halved. 'at CKS's s': the mean over seeds of PROLAS's best BIC among "
-        "the evaluations finished by CKS's search time (-inf: a seed had none).",
+        "the evaluations finished by CKS's search time (-: a seed had none).",
         "",
         "| data | seeds | CKS final BIC (fits, s) | PROLAS best BIC | fits to CKS | s to CKS | "
         "random best BIC | PROLAS at CKS's s | fits | BIC | time | time, 2 cores | random | "
