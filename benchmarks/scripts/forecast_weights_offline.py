@@ -85,7 +85,7 @@ def fixed_fit(fits: dict[str, FitResult], train, config) -> FitResult:
     if key in fits:
         return fits[key]
     fit = fit_gp(key, train, config.fit_config)
-    if fit.status != "ok":
+    if not fit.ok:
         raise SystemExit(f"{train.name}: {key} failed to fit: {fit.error}")
     return fit
 

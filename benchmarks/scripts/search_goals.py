@@ -68,31 +68,31 @@ def search_seconds(cell: dict) -> float:
     return float(cell["fit_seconds"] + cell["strategy_seconds"])
 
 
+def finish_seconds(cell: dict, budget: int) -> np.ndarray:
+    """The one-core clock at the end of each of the cell's first ``budget`` evaluations:
+    the fit seconds of the first k evaluations (the original fit's, also for a cache hit)
+    plus k/n of the strategy seconds (n: all its evaluations)."""
+    history = cell["history"][:budget]
+    share = cell["strategy_seconds"] / max(len(cell["history"]), 1)
+    return np.cumsum([float(h.get("seconds") or 0.0) + share for h in history])
+
+
 def seconds_to_reach(cell: dict, target: float, budget: int) -> float:
-    """Seconds until the cell's best BIC first reaches ``target`` (inf: never): the fit
-    seconds of the first k evaluations plus k/n of the strategy seconds."""
+    """Seconds until the cell's best BIC first reaches ``target`` (inf: never), on the
+    clock of :func:`finish_seconds`."""
     k = reach(cell_trace(cell, budget), target)
     if not math.isfinite(k):
         return math.inf
-    history = cell["history"]
-    fits = sum(float(h.get("seconds") or 0.0) for h in history[: int(k)])
-    return fits + cell["strategy_seconds"] * k / max(len(history), 1)
+    return float(finish_seconds(cell, budget)[int(k) - 1])
 
 
 def best_by_seconds(cell: dict, seconds: float, budget: int) -> float:
     """The cell's best BIC among its first ``budget`` evaluations finished within
-    ``seconds`` (the same clock as :func:`seconds_to_reach`: the fit seconds of the first k
-    plus k/n of the strategy seconds); -inf if none finished or none succeeded."""
-    history = cell["history"][:budget]
-    share = cell["strategy_seconds"] / max(len(cell["history"]), 1)
-    best, clock = -math.inf, 0.0
-    for h in history:
-        clock += float(h.get("seconds") or 0.0) + share
-        if clock > seconds:
-            break
-        if h["status"] == "ok" and h["bic"] is not None and math.isfinite(h["bic"]):
-            best = max(best, float(h["bic"]))
-    return best
+    ``seconds`` on the clock of :func:`finish_seconds`; -inf if none finished or none of
+    those succeeded."""
+    done = int(np.searchsorted(finish_seconds(cell, budget), seconds, side="right"))
+    best = cell_trace(cell, budget)[done - 1] if done else math.nan
+    return float(best) if math.isfinite(best) else -math.inf
 
 
 def _median(values: Sequence[float]) -> float:
