@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import signal
 import sys
 import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prolas.cli_args import non_negative_int as _non_negative_int
 from prolas.cli_args import positive_int as _positive_int
@@ -26,13 +28,17 @@ from prolas.limits import (
     DEFAULT_CHECKPOINT,
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_BAND,
+    DEFAULT_FORECAST_SOURCE,
     DEFAULT_FORECAST_TREND,
     DEFAULT_GRAMMAR,
     EVENLY_SPACED_SHARE,
     EXACT_REFIT_LIMIT,
+    FIXED_FORECAST_BELOW,
+    FIXED_FORECAST_KERNEL,
     FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_MODELS,
+    FORECAST_SOURCES,
     FORECAST_TRENDS,
     LENGTHSCALE_FLOOR,
     SEARCH_POINTS,
@@ -40,6 +46,9 @@ from prolas.limits import (
     WARM_FITS,
     WARM_START,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from prolas.fitjob import ForecastSettings
 
 EPILOG = """examples:
   prolas fit data/airline.csv                      # PROLAS search, 50 evaluations
@@ -244,11 +253,23 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         "still searched, scored and reported; any = keep them (default "
         f"{DEFAULT_FORECAST_TREND}: benchmarks/results/trend_guard/)",
     )
+    g.add_argument(
+        "--forecast-from",
+        choices=FORECAST_SOURCES,
+        help="with --horizon: the models the forecast mixes or chooses from: search = the "
+        f"search's top models; fixed = the one fixed kernel {FIXED_FORECAST_KERNEL} (a "
+        "linear trend, a periodic part and a smooth part) fitted on the series, whatever "
+        f"the search found; auto = fixed for a series of fewer than {FIXED_FORECAST_BELOW} "
+        "points, else search (default "
+        f"{DEFAULT_FORECAST_SOURCE}: it forecast the short M3 monthly series better; "
+        "benchmarks/results/fixed_kernel/). The search, its best model and the report do not "
+        "change",
+    )
 
 
-def _forecast_settings(args: argparse.Namespace) -> tuple[int | None, str, int, str, str]:
-    """``(horizon or None, method, models, band, trend)`` from the forecast flags; one-line
-    errors."""
+def _forecast_settings(args: argparse.Namespace) -> ForecastSettings:
+    """The forecast flags as :class:`prolas.fitjob.ForecastSettings`; one-line errors."""
+    from prolas.fitjob import ForecastSettings  # imported late: `prolas --help` stays quick
 
     def positive(flag: str, text: str) -> int:
         try:
@@ -264,26 +285,27 @@ def _forecast_settings(args: argparse.Namespace) -> tuple[int | None, str, int, 
     models = getattr(args, "forecast_models", None)
     band = getattr(args, "forecast_band", None)
     trend = getattr(args, "forecast_trend", None)
+    source = getattr(args, "forecast_from", None)
     if horizon is None:
-        if any(v is not None for v in (method, models, band, trend)):
+        if any(v is not None for v in (method, models, band, trend, source)):
             raise ProlasError(
-                "--forecast, --forecast-models, --forecast-band and --forecast-trend need "
-                "--horizon H"
+                "--forecast, --forecast-models, --forecast-band, --forecast-trend and "
+                "--forecast-from need --horizon H"
             )
-        trend = DEFAULT_FORECAST_TREND
-        return None, DEFAULT_FORECAST, FORECAST_MODELS, DEFAULT_FORECAST_BAND, trend
+        return ForecastSettings()
     from prolas.report.forecast import MAX_HORIZON
 
     h = positive("--horizon", horizon)
     if h > MAX_HORIZON:
         raise ProlasError(f"--horizon {h} is beyond the limit of {MAX_HORIZON} steps")
     k = FORECAST_MODELS if models is None else positive("--forecast-models", models)
-    return (
+    return ForecastSettings(
         h,
         method or DEFAULT_FORECAST,
         k,
         band or DEFAULT_FORECAST_BAND,
         trend or DEFAULT_FORECAST_TREND,
+        source or DEFAULT_FORECAST_SOURCE,
     )
 
 
@@ -552,19 +574,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_fit_many(args: argparse.Namespace) -> int:
-    from prolas.fitjob import ForecastSettings
     from prolas.many import ManySettings, read_long, run_many
     from prolas.search.executors import available_cores
 
     # with --split, --forecast and --forecast-models also choose the test points' forecast
     probe = vars(args) | {"horizon": args.horizon or ("1" if args.split else None)}
-    horizon, method, k, band, trend = _forecast_settings(argparse.Namespace(**probe))
-    horizon = horizon if args.horizon is not None else None
-    settings = ManySettings(
-        _search_config(args),
-        ForecastSettings(horizon, method, k, band, trend),
-        args.season_length,
-    )
+    forecast = _forecast_settings(argparse.Namespace(**probe))
+    if args.horizon is None:
+        forecast = dataclasses.replace(forecast, horizon=None)
+    settings = ManySettings(_search_config(args), forecast, args.season_length)
     series = read_long(args.data, args.id, x=args.x, y=args.y, split=args.split, dropna=args.dropna)
     out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
@@ -737,15 +755,16 @@ def _write_outputs(args, out: Path, ks, test_ds) -> int:
     from prolas import report
     from prolas.report.periods import period_check_line
 
-    horizon, method, k, band, trend = _forecast_settings(args)
+    forecast = _forecast_settings(args)
     written = ks.save(
         out,
         test=test_ds,
-        horizon=horizon,
-        method=method,
-        models=k,
-        band=band,
-        trend=trend,
+        horizon=forecast.horizon,
+        method=forecast.method,
+        models=forecast.models,
+        band=forecast.band,
+        trend=forecast.trend,
+        source=forecast.source,
         force=args.force or args.resume,  # this run's claim checked the directory
         log=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
     )

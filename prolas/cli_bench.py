@@ -15,8 +15,10 @@ from prolas.errors import ProlasError
 from prolas.limits import (
     DEFAULT_CHECKPOINT,
     DEFAULT_FORECAST_BAND,
+    DEFAULT_FORECAST_SOURCE,
     DEFAULT_GRAMMAR,
     FORECAST_BANDS,
+    FORECAST_SOURCES,
     LENGTHSCALE_FLOOR,
     WARM_FITS,
 )
@@ -150,6 +152,13 @@ def add_bench_parser(sub) -> None:
         f"{DEFAULT_FORECAST_BAND})",
     )
     b.add_argument(
+        "--forecast-from",
+        choices=FORECAST_SOURCES,
+        default=DEFAULT_FORECAST_SOURCE,
+        help="--forecast: the models prolas forecasts from, as prolas fit --forecast-from "
+        f"(default {DEFAULT_FORECAST_SOURCE})",
+    )
+    b.add_argument(
         "--workers",
         type=positive_int,
         help="--forecast: prolas's worker processes, one series each (default: the cores)",
@@ -246,6 +255,7 @@ def _cmd_forecast_bench(args: argparse.Namespace, say) -> int:
         restarts=args.restarts or 8,
         data_dir=args.data_dir,
         band=args.forecast_band,
+        source=args.forecast_from,
     )
     run = run_forecast_bench(
         config,

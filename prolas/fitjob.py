@@ -7,7 +7,8 @@ After :func:`prolas.pipeline.run_search`, one series' outputs are
   predictive density when a test set is given;
 * with a horizon, ``forecast.csv``, ``forecast.png`` and, for the rolling-origin
   methods, ``forecast_check.csv`` (:class:`ForecastSettings`; the forecast of
-  :mod:`prolas.report.forecast` from the search's top models);
+  :mod:`prolas.report.forecast` from the search's top models, or on a short series from
+  the fixed kernel :data:`prolas.limits.FIXED_FORECAST_KERNEL`: :func:`forecast_fits`);
 * with test points, the forecast evaluated **at the test inputs** by the same forecast
   method and its scores (:func:`write_test_forecast`): ``test_forecast.csv`` (x, y, mean,
   lower, upper) and ``test_predictive.json`` (the predictive mixture's components, so
@@ -21,6 +22,7 @@ fit-many holds what ``prolas fit`` would have written.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +36,14 @@ from prolas.gp import FitResult
 from prolas.limits import (
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_BAND,
+    DEFAULT_FORECAST_SOURCE,
     DEFAULT_FORECAST_TREND,
+    FIXED_FORECAST_BELOW,
+    FIXED_FORECAST_KERNEL,
     FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_MODELS,
+    FORECAST_SOURCES,
     FORECAST_TRENDS,
 )
 from prolas.records import SearchResult, json_clean, write_json
@@ -48,6 +54,7 @@ __all__ = [
     "Outputs",
     "TEST_FORECAST_FILES",
     "forecast_fits",
+    "forecast_source",
     "no_model_error",
     "periods_of",
     "searched_indices",
@@ -73,6 +80,12 @@ class ForecastSettings:
             ``refitted`` (scaled by :func:`prolas.report.forecast.band_scale`).
         trend: ``linear`` leaves the models with a polynomial trend out of the top
             models (:func:`prolas.report.forecast.top_fits`), ``any`` keeps them.
+        source: the models forecast from (``--forecast-from``): ``search`` (the search's
+            top ``models``), ``fixed`` (the fixed kernel
+            :data:`prolas.limits.FIXED_FORECAST_KERNEL` alone) or ``auto`` (``fixed``
+            for a series of fewer than :data:`prolas.limits.FIXED_FORECAST_BELOW`
+            points, else ``search``; :func:`forecast_source`). ``method="best"`` always
+            forecasts from the search's best model.
     """
 
     horizon: int | None = None
@@ -80,6 +93,7 @@ class ForecastSettings:
     models: int = FORECAST_MODELS
     band: str = DEFAULT_FORECAST_BAND
     trend: str = DEFAULT_FORECAST_TREND
+    source: str = DEFAULT_FORECAST_SOURCE
 
     def __post_init__(self) -> None:
         if self.method not in FORECAST_METHODS:
@@ -88,6 +102,13 @@ class ForecastSettings:
             raise ProlasError(f"--forecast-band must be one of {', '.join(FORECAST_BANDS)}")
         if self.trend not in FORECAST_TRENDS:
             raise ProlasError(f"--forecast-trend must be one of {', '.join(FORECAST_TRENDS)}")
+        if self.source not in FORECAST_SOURCES:
+            raise ProlasError(f"--forecast-from must be one of {', '.join(FORECAST_SOURCES)}")
+        if self.source == "fixed" and self.method == "best":
+            raise ProlasError(
+                "--forecast best forecasts from the search's best model and --forecast-from "
+                "fixed from the fixed kernel; choose one"
+            )
         if self.models < 1:
             raise ProlasError("--forecast-models must be a positive integer")
         if self.horizon is not None and self.horizon < 1:
@@ -139,21 +160,64 @@ def periods_of(dataset: Dataset, config: SearchConfig, best: FitResult | None) -
     return periods_block(dataset, best, hidden=hidden)
 
 
+def forecast_source(settings: ForecastSettings, dataset: Dataset) -> str:
+    """``"fixed"`` or ``"search"``: where ``settings`` take a forecast's models from on
+    ``dataset`` (``auto``: ``fixed`` below :data:`prolas.limits.FIXED_FORECAST_BELOW`
+    points); ``"best"`` for ``method="best"``, which forecasts from the search's best."""
+    if settings.method == "best":
+        return "best"
+    if settings.source != "auto":
+        return settings.source
+    return "fixed" if dataset.n < FIXED_FORECAST_BELOW else "search"
+
+
 def forecast_fits(
     result: SearchResult,
     dataset: Dataset,
     config: SearchConfig,
     best: FitResult,
     settings: ForecastSettings,
+    *,
+    cache: dict | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> list[FitResult]:
-    """The models a forecast uses: the best alone for ``best``, else the search's top
-    ``settings.models`` distinct models (:func:`prolas.report.forecast.top_fits`; with
-    ``settings.trend="linear"``, those without a polynomial trend)."""
-    from prolas.report.forecast import top_fits
+    """The models a forecast uses (:func:`forecast_source`): the best alone for
+    ``best``; the fixed kernel alone (:func:`prolas.report.forecast.fixed_fit`); or the
+    search's top ``settings.models`` distinct models
+    (:func:`prolas.report.forecast.top_fits`; with ``settings.trend="linear"``, those
+    without a polynomial trend).
 
-    if settings.method == "best":
+    When the fixed kernel fails to fit, the forecast falls back to the search's top
+    models and says so (``log``, else a warning). ``cache``: a dict the caller keeps to
+    reuse the fixed fit and the top models across forecasts of the same search (the
+    first ``k`` of a longer top list made before are the shorter list).
+    """
+    from prolas.report.forecast import fixed_fit, top_fits
+
+    source = forecast_source(settings, dataset)
+    if source == "best":
         return [best]
-    return top_fits(result, dataset, config, settings.models, best=best, trend=settings.trend)
+    cache = {} if cache is None else cache
+    if source == "fixed":
+        if "fixed" not in cache:
+            cache["fixed"] = fixed_fit(result, dataset, config)
+        fixed = cache["fixed"]
+        if fixed.ok:
+            return [fixed]
+        message = (
+            f"forecast: the fixed kernel {FIXED_FORECAST_KERNEL} failed to fit "
+            f"({fixed.error}); forecasting from the search's top models instead"
+        )
+        if log is not None:
+            log(message)
+        else:
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+    k, key = settings.models, ("top", settings.trend)
+    top, made = cache.get(key, ([], 0))
+    if k > made:
+        top = top_fits(result, dataset, config, k, best=best, trend=settings.trend)
+        cache[key] = (top, k)
+    return list(top[:k])
 
 
 def write_outputs(
@@ -166,12 +230,12 @@ def write_outputs(
     test_dataset: Dataset | None = None,
     forecast: ForecastSettings | None = None,
     log: Callable[[str], None] | None = None,
-    fits: Sequence[FitResult] | None = None,
+    cache: dict | None = None,
 ) -> Outputs:
     """result.json, report.md, the plots and (with a horizon) the forecast files.
 
-    ``fits``: the models to forecast with when already chosen (:func:`forecast_fits`
-    with the same settings); else they are chosen here.
+    The forecast's models are :func:`forecast_fits`'s (``cache``: its cache, to reuse
+    models made for earlier forecasts of the same search).
 
     Raises:
         ProlasError: every evaluation failed (no model to report).
@@ -201,19 +265,22 @@ def write_outputs(
     )
     if forecast is None or forecast.horizon is None:
         return Outputs(doc, test, None, None, tuple(files))
-    if log is not None and forecast.method != "best":
+    source = forecast_source(forecast, dataset)
+    if log is not None and source != "best":
         # refits of the top models on all points and the rolling check take a while on a
         # long series (about 80 s for the check alone at 100 000 points)
-        models = f"the top models (up to {forecast.models})"
+        models = (
+            f"the fixed kernel {FIXED_FORECAST_KERNEL}"
+            if source == "fixed"
+            else f"the top models (up to {forecast.models})"
+        )
         what = (
             f"mixing {models}"
             if forecast.method == "bma"
             else f"scoring {models} on the data's end"
         )
         log(f"forecast: {what}…")
-    if fits is None:
-        fits = forecast_fits(result, dataset, config, best, forecast)
-    fits = list(fits)
+    fits = forecast_fits(result, dataset, config, best, forecast, cache=cache, log=log)
     line, written = _write_forecast(out, dataset, config, best, fits, forecast)
     return Outputs(doc, test, line, fits, tuple(files) + tuple(written))
 
@@ -228,6 +295,7 @@ def _write_forecast(
 ) -> tuple[str, list[Path]]:
     """forecast.csv, forecast.png (and forecast_check.csv); returns the summary line and
     the files."""
+    from prolas.expr import parse
     from prolas.report.forecast import forecast, plot_forecast, polynomial_trend
 
     horizon, method = settings.horizon, settings.method
@@ -244,7 +312,18 @@ def _write_forecast(
         fc.check.to_csv(out / "forecast_check.csv", index=False)
         written.append(out / "forecast_check.csv")
         scores = "; scores in forecast_check.csv"
-    if method == "best":
+    fixed = forecast_source(settings, dataset) == "fixed"
+    if fixed and fits[0].expression == str(parse(FIXED_FORECAST_KERNEL)):
+        why = (
+            f"a series of fewer than {FIXED_FORECAST_BELOW} points"
+            if settings.source == "auto"
+            else "--forecast-from fixed"
+        )
+        how = (
+            f"the fixed kernel {fits[0].expression} ({why}; --forecast-from search "
+            "forecasts from the search's models)"
+        )
+    elif method == "best":
         how = fc.models[0]
     elif method == "rolling":
         how = f"{fc.models[0]} (rolling-origin pick of {len(fits)} models{scores})"
@@ -274,7 +353,7 @@ def _write_forecast(
             "training data's end"
         )
     left_out = best.expression not in fc.models and polynomial_trend(best.expression)
-    if method != "best" and settings.trend == "linear" and left_out:
+    if method != "best" and not fixed and settings.trend == "linear" and left_out:
         how += (
             f"; the best model, {best.expression}, has a polynomial trend and is left out "
             "(--forecast-trend any keeps it)"
@@ -327,6 +406,7 @@ def write_test_forecast(
     crps_mixture = crps_gaussian_mixture(test_y, fc.component_means, fc.component_sds, fc.weights)
     doc = {
         "method": fc.method,
+        "source": forecast_source(settings, dataset),
         "trend": settings.trend,
         "season_length": season_length,
         "models": list(fc.models),

@@ -47,10 +47,12 @@ from prolas.fitjob import ForecastSettings, Outputs, no_model_error, searched_in
 from prolas.limits import (
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_BAND,
+    DEFAULT_FORECAST_SOURCE,
     DEFAULT_FORECAST_TREND,
     FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_MODELS,
+    FORECAST_SOURCES,
     FORECAST_TRENDS,
 )
 from prolas.search.config import SearchConfig
@@ -132,6 +134,7 @@ def _forecast_settings(
     models: int,
     band: str = DEFAULT_FORECAST_BAND,
     trend: str = DEFAULT_FORECAST_TREND,
+    source: str = DEFAULT_FORECAST_SOURCE,
 ) -> ForecastSettings:
     """The forecast arguments of :meth:`KernelSearch.forecast` and ``save``, checked with
     the names the caller used."""
@@ -141,8 +144,16 @@ def _forecast_settings(
         raise ProlasError(f"band must be one of {', '.join(FORECAST_BANDS)}, got {band!r}")
     if trend not in FORECAST_TRENDS:
         raise ProlasError(f"trend must be one of {', '.join(FORECAST_TRENDS)}, got {trend!r}")
+    if source not in FORECAST_SOURCES:
+        raise ProlasError(f"source must be one of {', '.join(FORECAST_SOURCES)}, got {source!r}")
+    if source == "fixed" and method == "best":
+        raise ProlasError(
+            "method='best' forecasts from the search's best model and source='fixed' from "
+            "the fixed kernel; choose one"
+        )
     horizon = _positive_or_none(horizon, "horizon")
-    return ForecastSettings(horizon, method, _positive_or_none(models, "models"), band, trend)
+    models = _positive_or_none(models, "models")
+    return ForecastSettings(horizon, method, models, band, trend, source)
 
 
 class KernelSearch:
@@ -196,8 +207,9 @@ class KernelSearch:
         self.dask_local = _positive_or_none(dask_local, "dask_local")
         self.scheduler = scheduler
         self._columns: tuple[str | None, str | None, bool] = (None, None, False)
-        # per forecast trend, the top models made so far and the k they were made for
-        self._tops: dict[str, tuple[list[FitResult], int]] = {}
+        # the forecasts' models made so far (prolas.fitjob.forecast_fits's cache: the
+        # fixed kernel's fit, and per trend the top models and the k they were made for)
+        self._models: dict = {}
         self._forecasts: dict[tuple, tuple[Forecast, list[FitResult]]] = {}
 
     # --- fitting -----------------------------------------------------------------------
@@ -239,7 +251,7 @@ class KernelSearch:
             dataset.y_column,
             dropna,
         )
-        self._tops, self._forecasts = {}, {}
+        self._models, self._forecasts = {}, {}
         with restore_threads():
             result, best = self._search(dataset, journal, progress, log or (lambda s: None))
         self.data_, self.result_, self.best_ = dataset, result, best
@@ -323,20 +335,25 @@ class KernelSearch:
         return self._top_fits(FORECAST_MODELS)
 
     def _top_fits(self, k: int, trend: str = DEFAULT_FORECAST_TREND) -> list[FitResult]:
-        """The top ``k`` distinct models (``trend``: as :func:`top_fits`), made once:
-        top_fits builds its list in rank order, so the first ``k`` of a longer list made
-        before are the shorter list."""
-        from prolas.report.forecast import top_fits
+        """The search's top ``k`` distinct models (``trend``: as :func:`top_fits`),
+        made once (:func:`prolas.fitjob.forecast_fits`'s cache)."""
+        settings = ForecastSettings(method="bma", models=k, trend=trend, source="search")
+        return self._forecast_models(settings)
+
+    def _forecast_models(self, settings: ForecastSettings) -> list[FitResult]:
+        """The models a forecast with ``settings`` uses (:func:`forecast_fits`), kept."""
+        from prolas.fitjob import forecast_fits
 
         self._fitted()
-        top, made = self._tops.get(trend, ([], 0))
-        if k > made:
-            with restore_threads():
-                top = top_fits(
-                    self.result_, self.data_, self.config, k, best=self.best_, trend=trend
-                )
-            self._tops[trend] = (top, k)
-        return list(top[:k])
+        with restore_threads():
+            return forecast_fits(
+                self.result_,
+                self.data_,
+                self.config,
+                self.best_,
+                settings,
+                cache=self._models,
+            )
 
     def describe(self) -> str:
         """The best model in plain sentences, one per line (report.md's words:
@@ -376,7 +393,15 @@ class KernelSearch:
             raise ProlasError(f"x: not dates ({str(exc).splitlines()[0]})") from None
 
     def _forecast(
-        self, horizon, x, level, method, models, band, trend=DEFAULT_FORECAST_TREND
+        self,
+        horizon,
+        x,
+        level,
+        method,
+        models,
+        band,
+        trend=DEFAULT_FORECAST_TREND,
+        source=DEFAULT_FORECAST_SOURCE,
     ) -> tuple[Forecast, list[FitResult]]:
         """The Forecast and the models it came from (the last few kept by arguments)."""
         from prolas.report.forecast import forecast
@@ -388,12 +413,12 @@ class KernelSearch:
             raise ProlasError(f"level is a percentage between 1 and 100 (e.g. 95), got {level}")
         if (horizon is None) == (x is None):
             raise ProlasError("give exactly one of horizon (future steps) and x (inputs)")
-        settings = _forecast_settings(horizon, method, models, band, trend)
+        settings = _forecast_settings(horizon, method, models, band, trend, source)
         xs = None if x is None else self._inputs(x)
         xkey = None if xs is None else xs.tobytes()
-        key = (horizon, xkey, float(level), method, models, band, trend)
+        key = (horizon, xkey, float(level), method, models, band, trend, source)
         if key not in self._forecasts:
-            fits = [self.best_] if method == "best" else self._top_fits(settings.models, trend)
+            fits = self._forecast_models(settings)
             with restore_threads():
                 fc = forecast(
                     fits,
@@ -419,6 +444,7 @@ class KernelSearch:
         models: int = FORECAST_MODELS,
         band: str = DEFAULT_FORECAST_BAND,
         trend: str = DEFAULT_FORECAST_TREND,
+        source: str = DEFAULT_FORECAST_SOURCE,
     ) -> pd.DataFrame:
         """y's forecast with its band and the model's components, one row per input.
 
@@ -437,6 +463,10 @@ class KernelSearch:
             trend: as ``--forecast-trend``: ``linear`` (default) leaves the models with
                 a polynomial trend (a term with two or more LIN factors) out of the
                 top models, ``any`` keeps them.
+            source: as ``--forecast-from``: ``auto`` (default: the fixed kernel
+                :data:`prolas.limits.FIXED_FORECAST_KERNEL` for a series of fewer than
+                :data:`prolas.limits.FIXED_FORECAST_BELOW` points, else the search's top
+                models), ``search`` or ``fixed``.
 
         Returns:
             a DataFrame with columns ``x`` (dates when the input had dates), ``mean``,
@@ -453,7 +483,7 @@ class KernelSearch:
         """
         from prolas.gp import decompose
 
-        fc, fits = self._forecast(horizon, x, level, method, models, band, trend)
+        fc, fits = self._forecast(horizon, x, level, method, models, band, trend, source)
         frame = fc.to_frame()
         top = int(np.argmax(fc.weights))
         model = {f.expression: f for f in fits}[fc.models[top]]
@@ -490,6 +520,7 @@ class KernelSearch:
         models: int = FORECAST_MODELS,
         band: str = DEFAULT_FORECAST_BAND,
         trend: str = DEFAULT_FORECAST_TREND,
+        source: str = DEFAULT_FORECAST_SOURCE,
         ax=None,
     ) -> Figure:
         """The best model's fit (fit.png: data, posterior mean and 95 % band, 20 % of
@@ -503,7 +534,7 @@ class KernelSearch:
         with restore_threads():
             if horizon is None and x is None:
                 return fit_figure(self.best_, self.data_, ax=ax)
-            fc, fits = self._forecast(horizon, x, level, method, models, band, trend)
+            fc, fits = self._forecast(horizon, x, level, method, models, band, trend, source)
             top = int(np.argmax(fc.weights))  # marks as forecast.png: a dominant model's
             fit = (
                 {f.expression: f for f in fits}[fc.models[top]] if fc.weights[top] >= 0.5 else None
@@ -545,6 +576,7 @@ class KernelSearch:
         models: int = FORECAST_MODELS,
         band: str = DEFAULT_FORECAST_BAND,
         trend: str = DEFAULT_FORECAST_TREND,
+        source: str = DEFAULT_FORECAST_SOURCE,
         force: bool = False,
         log: Callable[[str], None] | None = None,
     ) -> Outputs:
@@ -555,9 +587,9 @@ class KernelSearch:
         Args:
             test: held-out points (a CSV path or a table with the training data's
                 columns, a Series, or a Dataset): result.json's test block and fit.png.
-            horizon, method, models, band, trend: the forecast (as ``--horizon``,
-                ``--forecast``, ``--forecast-models``, ``--forecast-band``,
-                ``--forecast-trend``).
+            horizon, method, models, band, trend, source: the forecast (as
+                ``--horizon``, ``--forecast``, ``--forecast-models``,
+                ``--forecast-band``, ``--forecast-trend``, ``--forecast-from``).
             force: replace a result already in ``out`` (only prolas's own files).
             log: where progress messages go.
 
@@ -574,11 +606,7 @@ class KernelSearch:
 
         self._fitted()
         test_data = self._test_data(test)
-        settings = _forecast_settings(horizon, method, models, band, trend)
-        fits = None  # the top models when made before (else write_outputs makes them)
-        made = self._tops.get(trend, ([], 0))[1]
-        if horizon is not None and method != "best" and settings.models <= made:
-            fits = self._top_fits(settings.models, trend)
+        settings = _forecast_settings(horizon, method, models, band, trend, source)
         with claim_output_dir(Path(out), "KernelSearch.save", force=force, resume=False):
             with restore_threads():
                 written = write_outputs(
@@ -590,10 +618,8 @@ class KernelSearch:
                     test_dataset=test_data,
                     forecast=settings,
                     log=log,
-                    fits=fits,
+                    cache=self._models,  # the models of earlier forecasts, and for later
                 )
-        if fits is None and written.fits is not None and method != "best":
-            self._tops[trend] = (list(written.fits), settings.models)  # for forecasts
         return written
 
     # --- display -----------------------------------------------------------------------

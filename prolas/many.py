@@ -49,6 +49,7 @@ from prolas.fitjob import ForecastSettings, forecast_fits, write_outputs, write_
 from prolas.limits import (
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_BAND,
+    DEFAULT_FORECAST_SOURCE,
     DEFAULT_FORECAST_TREND,
     FORECAST_MODELS,
 )
@@ -648,6 +649,7 @@ def fit_many(
     forecast_models: int = FORECAST_MODELS,
     forecast_band: str = DEFAULT_FORECAST_BAND,
     forecast_trend: str = DEFAULT_FORECAST_TREND,
+    forecast_from: str = DEFAULT_FORECAST_SOURCE,
     workers: int | None = None,
     resume: bool = False,
     progress: bool = False,
@@ -668,7 +670,9 @@ def fit_many(
 
     settings = ManySettings(
         SearchConfig(**search_settings),
-        ForecastSettings(horizon, forecast, forecast_models, forecast_band, forecast_trend),
+        ForecastSettings(
+            horizon, forecast, forecast_models, forecast_band, forecast_trend, forecast_from
+        ),
         season_length,
     )
     series = read_long(source, id_column, x=x, y=y, split=split, dropna=dropna)

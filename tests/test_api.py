@@ -84,6 +84,38 @@ def test_the_default_forecast_is_the_command_lines_mixture(fitted) -> None:
     assert np.all(narrow["upper"] - narrow["lower"] < frame["upper"] - frame["lower"])
 
 
+def test_a_short_series_is_forecast_from_the_fixed_kernel_made_once(
+    monthly, tmp_path, monkeypatch
+) -> None:
+    """Below 144 points the default forecast, plot and save use LIN + PER + SE (fitted
+    once for all of them); source="search" gives the search's mixture."""
+    import prolas.report.forecast as fc_module
+
+    short = quick().fit(monthly.iloc[:-1], x="month", y="passengers")
+    assert short.data_.n == 143
+    made = []
+    real = fc_module.fixed_fit
+
+    def counted(*args):
+        made.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(fc_module, "fixed_fit", counted)
+    frame = short.forecast(horizon=4)
+    short.plot(horizon=4)
+    written = short.save(tmp_path / "short", horizon=4)
+    assert frame.attrs["models"] == ["LIN + PER + SE"] and frame.attrs["weights"] == [1.0]
+    assert frame.attrs["components_of"] == "LIN + PER + SE" and len(made) == 1
+    assert [f.expression for f in written.fits] == ["LIN + PER + SE"]
+    saved_frame = pd.read_csv(tmp_path / "short" / "forecast.csv")
+    np.testing.assert_allclose(saved_frame["mean"], frame["mean"], rtol=1e-12)
+    searched = short.forecast(horizon=4, source="search")
+    assert len(searched.attrs["models"]) == 3 and "LIN + PER + SE" not in searched.attrs["models"]
+    assert short.top_[0] is short.best_  # the search's top models, whatever the source
+    with pytest.raises(ProlasError, match="source must be one of auto, search, fixed"):
+        short.forecast(horizon=4, source="mixed")
+
+
 def test_forecast_at_given_dates(fitted) -> None:
     dates = pd.to_datetime(["1961-03-01", "1962-01-01"])
     frame = fitted.forecast(x=dates, method="best")
@@ -154,8 +186,11 @@ def test_save_writes_what_prolas_fit_writes(tmp_path, capsys) -> None:
     validate_result_json(doc)
     assert doc == json.loads(json.dumps(written.doc)) and doc["test"]["n"] == 15
     assert _without_timings(doc) == _without_timings(json.loads((cli / "result.json").read_text()))
-    for name in ("forecast.csv", "forecast_check.csv"):
-        assert (lib / name).read_bytes() == (cli / name).read_bytes(), name
+    # airline_train has 129 points: both forecast from the fixed kernel (one model, so
+    # no rolling-origin check to write)
+    forecasts = [n for n in names if n.startswith("forecast")]
+    assert forecasts == ["forecast.csv", "forecast.png"]
+    assert (lib / "forecast.csv").read_bytes() == (cli / "forecast.csv").read_bytes()
     # a result is never replaced without force
     with pytest.raises(OutputExistsError, match="force"):
         ks.save(lib)

@@ -125,6 +125,9 @@ def test_fit_many_parallel_bad_series_skipped_and_resume_refits_nothing(tmp_path
         test = pd.read_csv(out / name / "test_forecast.csv")
         assert list(test.columns) == ["x", "y", "mean", "lower", "upper"] and len(test) == 6
         assert (out / name / "report.md").exists()
+        # 24 training points: the test points are forecast from the fixed kernel
+        predictive = json.loads((out / name / "test_predictive.json").read_text())
+        assert predictive["source"] == "fixed" and predictive["models"] == ["LIN + PER + SE"]
 
     stamps = {
         p: p.stat().st_mtime_ns
@@ -147,6 +150,8 @@ def test_fit_many_parallel_bad_series_skipped_and_resume_refits_nothing(tmp_path
     assert "already holds a fit-many run" in capsys.readouterr().err
     changed = [a if a != "3" else "4" for a in args]
     assert main(["fit-many", *changed, "--resume"]) != 0
+    assert "settings differ" in capsys.readouterr().err
+    assert main(["fit-many", *args, "--forecast-from", "search", "--resume"]) != 0
     assert "settings differ" in capsys.readouterr().err
 
 

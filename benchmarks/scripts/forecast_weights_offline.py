@@ -136,7 +136,12 @@ def series_rows(run: Path, series, season_length: int, candidates: list[str]) ->
     rows = []
     for name in candidates:
         if CANDIDATES[name] is None:
-            models = [fits[m] for m in pred["models"]]
+            # the run's forecast models; the fixed kernel (--forecast-from, default auto
+            # on a short series) is fitted cold when the search never evaluated it
+            models = [
+                fits[m] if m in fits or m != FIXED else fixed_fit(fits, train, config)
+                for m in pred["models"]
+            ]
             method, band, draws, score = pred["method"], pred.get("band", "refitted"), 0, "log"
         else:
             method, k, draws, score = CANDIDATES[name]

@@ -58,7 +58,13 @@ from prolas.bench.paired import compare
 from prolas.bench.peers import PEERS, peer_forecast, peers_missing
 from prolas.errors import DataError, ProlasError
 from prolas.fitjob import ForecastSettings
-from prolas.limits import BIC_TIE, DEFAULT_FORECAST, DEFAULT_FORECAST_BAND, DEFAULT_FORECAST_TREND
+from prolas.limits import (
+    BIC_TIE,
+    DEFAULT_FORECAST,
+    DEFAULT_FORECAST_BAND,
+    DEFAULT_FORECAST_SOURCE,
+    DEFAULT_FORECAST_TREND,
+)
 from prolas.many import LongSeries, ManySettings, read_long, run_many
 from prolas.records import json_clean, one_line, write_json
 from prolas.report.scoring import SCORE_COLUMNS, score_forecast, seasonal_naive_scale
@@ -219,6 +225,7 @@ class ForecastBenchConfig:
     restarts: int = 8
     data_dir: str = "data"
     band: str = DEFAULT_FORECAST_BAND
+    source: str = DEFAULT_FORECAST_SOURCE
 
     def __post_init__(self) -> None:
         bad = [m for m in self.methods if m not in FORECAST_METHODS_BENCH]
@@ -377,7 +384,7 @@ def run_forecast_bench(
             SearchConfig(
                 method=method, budget=config.budget, restarts=config.restarts, seed=config.fit_seed
             ),
-            ForecastSettings(band=config.band),
+            ForecastSettings(band=config.band, source=config.source),
             1,
         )
         for method in searches

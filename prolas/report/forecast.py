@@ -97,6 +97,7 @@ from prolas.limits import (
     BAND_REFIT_LIMIT,
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_TREND,
+    FIXED_FORECAST_KERNEL,
     FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_TRENDS,
@@ -114,6 +115,7 @@ __all__ = [
     "MAX_HORIZON",
     "BAND_SCALE_BOUNDS",
     "band_scale",
+    "fixed_fit",
     "HorizonCheck",
     "horizon_check",
     "horizon_weights",
@@ -608,6 +610,40 @@ def top_fits(
             fit = hold_unseen_transitions(fit, dataset)
             out.append(fit if fit.dataset is dataset else replace(fit, dataset=dataset))
     return out
+
+
+def fixed_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> FitResult:
+    """The fixed forecast kernel :data:`prolas.limits.FIXED_FORECAST_KERNEL` fitted on
+    ``dataset`` (``--forecast-from fixed``, and ``auto`` on a short series).
+
+    The search's own fit when it evaluated the expression (its highest-BIC successful
+    evaluation; refitted on all of ``dataset`` when the search ran on a subsample, as
+    :func:`top_fits` refits), else a cold :func:`prolas.gp.fit_gp` with the search's fit
+    settings (``config.fit_config``: fit seed, restarts, lengthscale floor), so the same
+    settings give the same model whether or not the search met it. Carries ``dataset``.
+    A failed fit is returned as such (``ok`` False, with its reason), never raised.
+    """
+    from prolas.gp import fit_gp, hold_unseen_transitions
+    from prolas.pipeline import refit
+    from prolas.search.config import search_data
+
+    key = str(parse(FIXED_FORECAST_KERNEL))
+    searched = search_data(dataset, config)
+    evaluated = [
+        e.fit
+        for e in result.history
+        if e.ok and e.expression == key and isinstance(e.fit, FitResult) and e.fit.ok
+    ]
+    if evaluated:
+        fit = max(evaluated, key=lambda f: f.log_likelihood)
+    else:
+        fit = fit_gp(key, searched, config.fit_config)
+    if searched is not dataset and fit.ok:
+        fit = refit(fit, dataset, config)
+    if not fit.ok:
+        return fit
+    fit = hold_unseen_transitions(fit, dataset)
+    return fit if fit.dataset is dataset else replace(fit, dataset=dataset)
 
 
 # --- rolling origin --------------------------------------------------------------------

@@ -14,40 +14,50 @@ DATA = ROOT / "data"
 def test_rescoring_reproduces_the_run_and_scores_every_candidate(tmp_path, monkeypatch):
     from prolas.cli import main
 
-    run = tmp_path / "run"
-    argv = ["bench", "--forecast", "m3-monthly", "--series", "N1410", "--methods", "prolas"]
-    argv += ["--budget", "7", "--restarts", "1", "--workers", "1", "--data-dir", str(DATA)]
-    assert main([*argv, "--out", str(run), "--quiet"]) == 0
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks" / "scripts"))  # its sibling import
     script = load_script("forecast_weights_offline")
-    out, md = tmp_path / "rows.csv", tmp_path / "summary.md"
-    args = [str(run), "--data-dir", str(DATA), "--candidates", "R0,H5,P5,T5,F1,M6"]
-    # R0 must reproduce the run's own scores, or the script stops
-    assert script.main([*args, "--out", str(out), "--markdown", str(md)]) == 0
-    rows = pd.read_csv(out).set_index("candidate")
-    assert (
-        list(rows.index) == ["R0", "H5", "P5", "T5", "F1", "M6"]
-        and (rows["series"] == "N1410").all()
-    )
+    rows = {}
+    # N1410 has 126 training points: by default its forecast is the fixed kernel's
+    for source in ("search", "auto"):
+        run = tmp_path / source
+        argv = ["bench", "--forecast", "m3-monthly", "--series", "N1410", "--methods", "prolas"]
+        argv += ["--budget", "7", "--restarts", "1", "--workers", "1", "--data-dir", str(DATA)]
+        argv += ["--forecast-from", source]
+        assert main([*argv, "--out", str(run), "--quiet"]) == 0
+        out, md = tmp_path / f"{source}.csv", tmp_path / f"{source}.md"
+        args = [str(run), "--data-dir", str(DATA), "--candidates", "R0,H5,P5,T5,F1,M6"]
+        # R0 must reproduce the run's own scores, or the script stops
+        assert script.main([*args, "--out", str(out), "--markdown", str(md)]) == 0
+        rows[source] = pd.read_csv(out).set_index("candidate")
+        scores = pd.read_csv(run / "forecast_scores.csv").set_index("method")
+        got = rows[source].loc["R0", "mase"]
+        assert got == pytest.approx(scores.loc["prolas", "mase"], rel=1e-9)
+    search, auto = rows["search"], rows["auto"]
+    assert list(search.index) == ["R0", "H5", "P5", "T5", "F1", "M6"]
+    assert (search["series"] == "N1410").all()
     # the run forecast with the default trend guard: T5 is the run's own forecast again,
     # from the same models, none of them with a polynomial trend
     from prolas.report.forecast import polynomial_trend
 
-    def names(c):
-        return [m.rsplit(":", 1)[0] for m in rows.loc[c, "models"].split(" | ")]
+    def names(t, c):
+        return [m.rsplit(":", 1)[0] for m in t.loc[c, "models"].split(" | ")]
 
-    assert names("T5") == names("R0") and not any(polynomial_trend(m) for m in names("T5"))
-    assert rows.loc["T5", "mase"] == pytest.approx(rows.loc["R0", "mase"], rel=1e-12)
+    assert names(search, "T5") == names(search, "R0")
+    assert not any(polynomial_trend(m) for m in names(search, "T5"))
+    assert search.loc["T5", "mase"] == pytest.approx(search.loc["R0", "mase"], rel=1e-12)
     # F1 forecasts with the fixed kernel alone; M6 adds it to the default's models
-    assert rows.loc["F1", "models"] == "LIN + PER + SE:1.00"
-    assert set(names("M6")) == set(names("R0")) | {"LIN + PER + SE"}
-    scores = pd.read_csv(run / "forecast_scores.csv").set_index("method")
-    assert rows.loc["R0", "mase"] == pytest.approx(scores.loc["prolas", "mase"], rel=1e-9)
+    assert search.loc["F1", "models"] == "LIN + PER + SE:1.00"
+    assert set(names(search, "M6")) == set(names(search, "R0")) | {"LIN + PER + SE"}
+    # by default the run's own forecast is F1's (the search is the same)
+    assert auto.loc["R0", "models"] == "LIN + PER + SE:1.00"
+    for key in ("mase", "coverage", "interval_score_scaled", "crps_scaled"):
+        assert auto.loc["R0", key] == pytest.approx(auto.loc["F1", key], rel=1e-9)
+        assert auto.loc["T5", key] == pytest.approx(search.loc["R0", key], rel=1e-9)
     # H5 and P5 mix the same five models, with weights that sum to 1
     for name in ("H5", "P5"):
-        weights = [float(m.rsplit(":", 1)[1]) for m in rows.loc[name, "models"].split(" | ")]
+        weights = [float(m.rsplit(":", 1)[1]) for m in search.loc[name, "models"].split(" | ")]
         assert len(weights) == 5 and sum(weights) == pytest.approx(1.0, abs=0.011)
-    text = md.read_text()
+    text = (tmp_path / "search.md").read_text()
     assert "| P5 | 1 |" in text and "* P5 mase:" in text
     with pytest.raises(SystemExit):
-        script.main([*args[:3], "--candidates", "R0,X9"])
+        script.main([str(tmp_path / "auto"), "--data-dir", str(DATA), "--candidates", "R0,X9"])

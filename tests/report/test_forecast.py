@@ -21,6 +21,7 @@ from prolas.data import (
     timestamps_to_decimal_years,
 )
 from prolas.errors import DataError, ProlasError
+from prolas.expr import parse
 from prolas.gp import fit_gp, predict
 from prolas.records import Evaluation, SearchResult
 from prolas.report.forecast import (
@@ -493,6 +494,91 @@ def test_top_fits_leave_polynomial_trends_out_unless_nothing_else_is_left(trend_
         top_fits(result, trend_season, config, 2, trend="quadratic")
 
 
+def test_fixed_fit_is_the_searchs_own_fit_else_a_cold_fit_with_its_settings(trend_season):
+    from prolas.limits import FIXED_FORECAST_KERNEL
+    from prolas.report.forecast import fixed_fit
+    from prolas.search.config import SearchConfig
+
+    config = SearchConfig(method="cks", budget=2, restarts=2, seed=3)
+    key = str(parse(FIXED_FORECAST_KERNEL))
+    assert key == FIXED_FORECAST_KERNEL
+    # the search fitted it: its fit (the better of two evaluations), carrying the data
+    better = fit_gp(key, trend_season, restarts=1, seed=0)
+    worse = dataclasses.replace(better, log_likelihood=better.log_likelihood - 5.0)
+    result = _history_of([(worse, 1.0), (better, 0.5), (fit_gp("SE", trend_season), 9.0)])
+    got = fixed_fit(result, trend_season, config)
+    assert got.log_likelihood == better.log_likelihood and got.dataset is trend_season
+    # it did not: the cold fit that fit_gp gives with the search's fit settings
+    result = _history_of([(fit_gp("SE", trend_season, restarts=1), 9.0)])
+    got = fixed_fit(result, trend_season, config)
+    cold = fit_gp(key, trend_season, config.fit_config)
+    assert got.ok and got.expression == key and got.dataset is trend_season
+    assert got.log_likelihood == cold.log_likelihood
+    # a search on a subsample: fitted on the subsample, then refitted on all points
+    thinned = SearchConfig(method="cks", budget=2, restarts=1, search_points=30)
+    got = fixed_fit(result, trend_season, thinned)
+    assert got.ok and got.n == trend_season.n == 60
+
+
+def test_forecast_source_auto_is_the_fixed_kernel_below_144_points(airline) -> None:
+    from prolas.fitjob import ForecastSettings, forecast_source
+    from prolas.limits import FIXED_FORECAST_BELOW
+
+    assert FIXED_FORECAST_BELOW == 144 and airline.n == 144
+    short = airline.take(np.arange(143), "airline[:143]")
+    auto = ForecastSettings(horizon=3)
+    assert auto.source == "auto"
+    assert forecast_source(auto, short) == "fixed"
+    assert forecast_source(auto, airline) == "search"
+    for source in ("search", "fixed"):
+        settings = ForecastSettings(horizon=3, source=source)
+        assert forecast_source(settings, short) == forecast_source(settings, airline) == source
+    # the best model's predictive is the search's best, whatever the length
+    assert forecast_source(ForecastSettings(horizon=3, method="best"), short) == "best"
+    with pytest.raises(ProlasError, match="--forecast-from must be one of auto, search, fixed"):
+        ForecastSettings(horizon=3, source="both")
+    with pytest.raises(ProlasError, match="choose one"):
+        ForecastSettings(horizon=3, method="best", source="fixed")
+
+
+def test_forecast_fits_use_the_fixed_kernel_once_and_fall_back_when_it_fails(
+    trend_season, monkeypatch
+) -> None:
+    import prolas.report.forecast as fc_module
+    from prolas.fitjob import ForecastSettings, forecast_fits
+    from prolas.gp import FitResult
+    from prolas.search.config import SearchConfig
+
+    config = SearchConfig(method="cks", budget=2, restarts=1)
+    best = fit_gp("LIN + PER", trend_season, restarts=1)
+    result = _history_of([(best, 10.0), (fit_gp("SE", trend_season, restarts=1), 9.0)])
+    made = []
+    real = fc_module.fixed_fit
+
+    def counted(*args):
+        made.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(fc_module, "fixed_fit", counted)
+    settings, cache = ForecastSettings(horizon=3), {}
+    first = forecast_fits(result, trend_season, config, best, settings, cache=cache)
+    again = forecast_fits(result, trend_season, config, best, settings, cache=cache)
+    assert [f.expression for f in first] == ["LIN + PER + SE"] and again[0] is first[0]
+    assert len(made) == 1  # the cache keeps the fixed fit
+    search = dataclasses.replace(settings, source="search")
+    fits = forecast_fits(result, trend_season, config, best, search, cache=cache)
+    assert [f.expression for f in fits] == ["LIN + PER", "SE"]
+    # a fixed kernel that fails to fit: the search's models, and the reason said
+    failed = FitResult.failed("LIN + PER + SE", 60, 6, "no optimum", 0.0)
+    monkeypatch.setattr(fc_module, "fixed_fit", lambda *args: failed)
+    said = []
+    fits = forecast_fits(result, trend_season, config, best, settings, log=said.append)
+    assert [f.expression for f in fits] == ["LIN + PER", "SE"]
+    assert len(said) == 1 and "failed to fit (no optimum)" in said[0]
+    with pytest.warns(RuntimeWarning, match="forecasting from the search's top models"):
+        forecast_fits(result, trend_season, config, best, settings)
+
+
 def test_forecast_line_says_when_the_best_model_is_left_out(trend_season, tmp_path) -> None:
     from prolas.fitjob import ForecastSettings, _write_forecast, forecast_fits
     from prolas.search.config import SearchConfig
@@ -502,7 +588,7 @@ def test_forecast_line_says_when_the_best_model_is_left_out(trend_season, tmp_pa
     other = fit_gp("LIN + PER", trend_season, restarts=1)
     result = _history_of([(best, 10.0), (other, 9.0)])
     for trend, models in (("linear", ["LIN + PER"]), ("any", ["LIN*LIN + PER", "LIN + PER"])):
-        settings = ForecastSettings(horizon=3, trend=trend)
+        settings = ForecastSettings(horizon=3, trend=trend, source="search")
         fits = forecast_fits(result, trend_season, config, best, settings)
         assert [f.expression for f in fits] == models
         line, _ = _write_forecast(tmp_path, trend_season, config, best, fits, settings)
@@ -553,14 +639,16 @@ def test_cli_mixture_line_says_its_weights_rank_a_thinned_search_on_all_points(
     # an unthinned search has nothing to explain
     code = main(
         ["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "6", "--forecast", "bma"]
-        + ["--out", str(tmp_path / "all")]
+        + ["--forecast-from", "search", "--out", str(tmp_path / "all")]
     )
     _, printed = capsys.readouterr()
     assert code == 0, printed
     assert "BIC-weighted mixture of" in printed and "weights from the BIC" not in printed
 
 
-def test_cli_default_forecast_is_the_rolling_origin_mixture(tmp_path, capsys, monkeypatch) -> None:
+def test_cli_default_forecast_of_the_search_is_the_rolling_origin_mixture(
+    tmp_path, capsys, monkeypatch
+) -> None:
     import prolas.report.forecast as fc_module
 
     drawn = {}
@@ -572,7 +660,8 @@ def test_cli_default_forecast_is_the_rolling_origin_mixture(tmp_path, capsys, mo
 
     monkeypatch.setattr(fc_module, "plot_forecast", spy)
     out = tmp_path / "default"
-    code = main(["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "6", "--out", str(out)])
+    argv = ["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "6", "--forecast-from", "search"]
+    code = main([*argv, "--out", str(out)])
     _, printed = capsys.readouterr()
     assert code == 0, printed
     assert "forecast: scoring the top models (up to 5) on the data's end…" in printed
@@ -590,6 +679,41 @@ def test_cli_default_forecast_is_the_rolling_origin_mixture(tmp_path, capsys, mo
         assert drawn["fit"] is not None and drawn["fit"].expression == top["model"]
     else:
         assert drawn["fit"] is None
+
+
+def test_cli_default_forecast_of_a_short_series_is_the_fixed_kernel(tmp_path, capsys) -> None:
+    """airline_train (129 points) is forecast from LIN + PER + SE by default, whatever
+    the search found; the whole airline series (144 points) from the search's models;
+    --forecast-from chooses either on any series; the search and result.json stay."""
+    import json
+
+    outs = {}
+    runs = (
+        ("short-auto", AIRLINE_TRAIN, []),
+        ("short-fixed", AIRLINE_TRAIN, ["--forecast-from", "fixed"]),
+        ("short-search", AIRLINE_TRAIN, ["--forecast-from", "search"]),
+        ("long-auto", str(ROOT / "data" / "airline.csv"), []),
+        ("long-fixed", str(ROOT / "data" / "airline.csv"), ["--forecast-from", "fixed"]),
+    )
+    lines = {}
+    for name, data, extra in runs:
+        outs[name] = out = tmp_path / name
+        code = main(["fit", data, *QUICK_CKS, "--horizon", "6", *extra, "--out", str(out)])
+        _, printed = capsys.readouterr()
+        assert code == 0, printed
+        lines[name] = next(t for t in printed.splitlines() if "forecast.csv" in t)
+    fixed_line = "the fixed kernel LIN + PER + SE (a series of fewer than 144 points;"
+    assert fixed_line in lines["short-auto"]
+    assert "the fixed kernel LIN + PER + SE (--forecast-from fixed;" in lines["short-fixed"]
+    assert "the fixed kernel LIN + PER + SE (--forecast-from fixed;" in lines["long-fixed"]
+    for name in ("short-search", "long-auto"):
+        assert "fixed kernel" not in lines[name]
+        assert "mixture weighted by each model's forecast" in lines[name]
+    frames = {k: pd.read_csv(v / "forecast.csv") for k, v in outs.items()}
+    pd.testing.assert_frame_equal(frames["short-auto"], frames["short-fixed"])
+    assert not np.allclose(frames["short-auto"]["mean"], frames["short-search"]["mean"])
+    best = {k: json.loads((v / "result.json").read_text())["best"] for k, v in outs.items()}
+    assert best["short-auto"] == best["short-search"]  # the search does not change
 
 
 @pytest.mark.slow
@@ -621,6 +745,8 @@ def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
                 method,
                 "--forecast-models",
                 "2",
+                "--forecast-from",
+                "search",
                 "--out",
                 str(out),
                 "--quiet",
@@ -653,6 +779,8 @@ def test_cli_horizon_writes_forecast_csv_and_png(tmp_path, capsys) -> None:
         (["--forecast", "bma"], "need --horizon"),
         (["--forecast-band", "calibrated"], "need --horizon"),
         (["--forecast-trend", "any"], "need --horizon"),
+        (["--forecast-from", "fixed"], "need --horizon"),
+        (["--horizon", "3", "--forecast", "best", "--forecast-from", "fixed"], "choose one"),
     ],
 )
 def test_cli_bad_horizon_is_a_one_line_error(tmp_path, capsys, extra, fragment) -> None:
@@ -682,7 +810,8 @@ def test_forecast_trend_reaches_the_choice_of_models(tmp_path, monkeypatch, caps
     monkeypatch.setattr(fc_module, "top_fits", spy)
     for extra, trend in (([], "linear"), (["--forecast-trend", "any"], "any")):
         out = tmp_path / trend
-        argv = ["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "3", *extra, "--out", str(out)]
+        argv = ["fit", AIRLINE_TRAIN, *QUICK_CKS, "--horizon", "3", "--forecast-from", "search"]
+        argv += [*extra, "--out", str(out)]
         assert main([*argv, "--quiet"]) == 0
         assert seen[-1] == trend
     capsys.readouterr()
@@ -690,7 +819,7 @@ def test_forecast_trend_reaches_the_choice_of_models(tmp_path, monkeypatch, caps
         main(["fit", AIRLINE_TRAIN, "--horizon", "3", "--forecast-trend", "cubic"])
     assert "invalid choice: 'cubic'" in capsys.readouterr().err
     ks = KernelSearch(method="cks", budget=3, restarts=1).fit(AIRLINE_TRAIN)
-    ks.forecast(3, trend="any")
+    ks.forecast(3, trend="any", source="search")
     assert seen[-1] == "any"
     with pytest.raises(ProlasError, match="trend must be one of linear, any, got 'cubic'"):
         ks.forecast(3, trend="cubic")

@@ -168,7 +168,8 @@ def test_cli_horizon_mix_writes_its_check_and_says_how_it_weighted(tmp_path, cap
 
     out = tmp_path / "out"
     argv = ["fit", str(ROOT / "data" / "airline_train.csv"), *QUICK_CKS, "--horizon", "12"]
-    assert main([*argv, "--forecast", "horizon-mix", "--out", str(out)]) == 0
+    argv += ["--forecast", "horizon-mix", "--forecast-from", "search"]
+    assert main([*argv, "--out", str(out)]) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert "forecasts of the data's end up to 12 steps ahead, refitted before each origin" in err
     assert "band scaled by" in err  # the default band, refitted: cross-fitted here
