@@ -22,7 +22,11 @@ each candidate through :func:`prolas.report.forecast.forecast`:
   the journal when the search fitted it, else a cold :func:`prolas.gp.fit_gp` with the
   run's fit settings), ``rolling-mix`` of the one model, band ``refitted``;
 * ``M6``: T5's five models (the default's: the trend guard is on) plus F1's model when it
-  is not among them (``benchmarks/results/fixed_kernel/``).
+  is not among them (``benchmarks/results/fixed_kernel/``);
+* ``F1m``, ``F1c``: F1 with band ``model`` or ``calibrated``; ``F2``, ``F2m``, ``F2c``: the
+  fixed kernel ``LIN + LIN*PER + SE`` (a seasonal amplitude linear in x) with band
+  ``refitted``, ``model`` or ``calibrated`` (:data:`FIXED_KERNELS`;
+  ``benchmarks/results/fixed_kernel_variants/``).
 
 The search and its fits are the same for every candidate, so the comparison is paired
 and free of search and fit noise. Prints the means per candidate (MASE, coverage,
@@ -68,20 +72,36 @@ CANDIDATES = {
     "T5": ("rolling-mix", 5, 0, "log"),
     "F1": ("rolling-mix", 0, 0, "log"),
     "M6": ("rolling-mix", 5, 0, "log"),
+    "F1m": ("rolling-mix", 0, 0, "log"),
+    "F1c": ("rolling-mix", 0, 0, "log"),
+    "F2": ("rolling-mix", 0, 0, "log"),
+    "F2m": ("rolling-mix", 0, 0, "log"),
+    "F2c": ("rolling-mix", 0, 0, "log"),
 }
 
 #: The fixed additive kernel of F1 and M6: a linear trend, a periodic part and a smooth
 #: part (Corani, Benavoli & Zaffalon 2021's composition without its spectral mixture).
 FIXED = "LIN + PER + SE"
 
+#: The fixed-kernel candidates: ``name -> (expression, band)``.
+FIXED_KERNELS = {
+    "F1": (FIXED, "refitted"),
+    "F1m": (FIXED, "model"),
+    "F1c": (FIXED, "calibrated"),
+    "F2": ("LIN + LIN*PER + SE", "refitted"),
+    "F2m": ("LIN + LIN*PER + SE", "model"),
+    "F2c": ("LIN + LIN*PER + SE", "calibrated"),
+}
 
-def fixed_fit(fits: dict[str, FitResult], train, config) -> FitResult:
-    """:data:`FIXED`'s fit: the journal's when the search fitted it, else a cold fit with
-    the run's fit settings (its fit seed, restarts and lengthscale floor)."""
+
+def fixed_fit(fits: dict[str, FitResult], train, config, expression: str = FIXED) -> FitResult:
+    """A fixed kernel's fit (:data:`FIXED` by default): the journal's when the search
+    fitted it, else a cold fit with the run's fit settings (its fit seed, restarts and
+    lengthscale floor)."""
     from prolas.expr import parse
     from prolas.gp import fit_gp
 
-    key = str(parse(FIXED))
+    key = str(parse(expression))
     if key in fits:
         return fits[key]
     fit = fit_gp(key, train, config.fit_config)
@@ -149,8 +169,9 @@ def series_rows(run: Path, series, season_length: int, candidates: list[str]) ->
             if name in ("T5", "M6"):  # the trend guard (the product's own test of a model)
                 pool = {e: f for e, f in fits.items() if not polynomial_trend(e)}
             models, band = ranked(pool, k), "refitted"
-            if name in ("F1", "M6"):
-                fixed = fixed_fit(fits, train, config)
+            if name in FIXED_KERNELS or name == "M6":
+                expression, band = FIXED_KERNELS.get(name, (FIXED, "refitted"))
+                fixed = fixed_fit(fits, train, config, expression)
                 if all(m.expression != fixed.expression for m in models):
                     models = models + [fixed]
         models = on_all_points(models, train, config, refits)
