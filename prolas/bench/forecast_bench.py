@@ -19,10 +19,12 @@ Suites (:func:`suite_series`):
 
 Methods: ``prolas`` is ``prolas fit`` with its defaults (``--budget``, ``--restarts`` and
 the search and fit seed ``--fit-seed`` as given) and its default forecast
-(``rolling-mix``) evaluated at the test inputs, run through :func:`prolas.many.run_many`
-into ``OUT/prolas/``; ``cks`` (not run unless asked for) is the same with ``--search
-cks``, into ``OUT/cks/``, so the default search and the greedy one are compared on the
-same series, by best BIC and search seconds as well as by forecast; the peers
+(``rolling-mix``; from the fixed kernel below 144 training points unless
+``--forecast-from`` says otherwise) evaluated at the test inputs, run through
+:func:`prolas.many.run_many` into ``OUT/prolas/``; ``cks`` (not run unless asked for)
+is the same with ``--search cks``, into ``OUT/cks/``, so the default search and the
+greedy one are compared on the same series, by best BIC and search seconds as well as by
+forecast; the peers
 (:mod:`prolas.bench.peers`) forecast the test steps from the training values. Every
 forecast is scored by :func:`prolas.report.scoring.score_forecast` with the series'
 seasonal naive scale.
@@ -64,6 +66,8 @@ from prolas.limits import (
     DEFAULT_FORECAST_BAND,
     DEFAULT_FORECAST_SOURCE,
     DEFAULT_FORECAST_TREND,
+    FIXED_FORECAST_BELOW,
+    FIXED_FORECAST_KERNEL,
 )
 from prolas.many import LongSeries, ManySettings, read_long, run_many
 from prolas.records import json_clean, one_line, write_json
@@ -240,6 +244,18 @@ class ForecastBenchConfig:
         return json_clean(
             {**asdict(self), "forecast": DEFAULT_FORECAST, "forecast_trend": DEFAULT_FORECAST_TREND}
         )
+
+
+def _forecast_source_words(source: str) -> str:
+    """forecast.md's words for ``--forecast-from``."""
+    if source == "auto":
+        return (
+            f"(from the fixed kernel `{FIXED_FORECAST_KERNEL}` on series of fewer than "
+            f"{FIXED_FORECAST_BELOW} training points, else from the search's top models)"
+        )
+    if source == "fixed":
+        return f"(from the fixed kernel `{FIXED_FORECAST_KERNEL}`)"
+    return "(from the search's top models)"
 
 
 @dataclass
@@ -494,8 +510,9 @@ def forecast_markdown(
         + f"{n_series} series)",
         "",
         f"prolas: `prolas fit` defaults with budget {config.budget}, {config.restarts} restarts "
-        f"and seed {config.fit_seed}, its `{DEFAULT_FORECAST}` forecast evaluated at the test "
-        "inputs. "
+        f"and seed {config.fit_seed}, its `{DEFAULT_FORECAST}` forecast "
+        + _forecast_source_words(config.source)
+        + " evaluated at the test inputs. "
         + ("cks: the same with `--search cks`. " if "cks" in methods else "")
         + "Peers: statsforecast "
         + ", ".join(f"{PEERS[m]} (`{m}`)" for m in methods if m in PEERS)
