@@ -55,6 +55,7 @@ __all__ = [
     "TEST_FORECAST_FILES",
     "forecast_fits",
     "forecast_source",
+    "source_used",
     "no_model_error",
     "periods_of",
     "searched_indices",
@@ -161,14 +162,25 @@ def periods_of(dataset: Dataset, config: SearchConfig, best: FitResult | None) -
 
 
 def forecast_source(settings: ForecastSettings, dataset: Dataset) -> str:
-    """``"fixed"`` or ``"search"``: where ``settings`` take a forecast's models from on
-    ``dataset`` (``auto``: ``fixed`` below :data:`prolas.limits.FIXED_FORECAST_BELOW`
-    points); ``"best"`` for ``method="best"``, which forecasts from the search's best."""
+    """Where ``settings`` take a forecast's models from on ``dataset``: ``"best"`` for
+    ``method="best"`` (the search's best model), else ``"fixed"`` (the fixed kernel) or
+    ``"search"`` (its top models); ``auto`` is ``fixed`` below
+    :data:`prolas.limits.FIXED_FORECAST_BELOW` points."""
     if settings.method == "best":
         return "best"
     if settings.source != "auto":
         return settings.source
     return "fixed" if dataset.n < FIXED_FORECAST_BELOW else "search"
+
+
+def source_used(settings: ForecastSettings, dataset: Dataset, fits: Sequence[FitResult]) -> str:
+    """The source a forecast from ``fits`` (:func:`forecast_fits`'s) came from:
+    :func:`forecast_source`'s, but ``"search"`` where the fixed kernel failed to fit and
+    the search's models stood in."""
+    source = forecast_source(settings, dataset)
+    if source == "fixed" and [f.expression for f in fits] != [FIXED_FORECAST_KERNEL]:
+        return "search"
+    return source
 
 
 def forecast_fits(
@@ -295,7 +307,6 @@ def _write_forecast(
 ) -> tuple[str, list[Path]]:
     """forecast.csv, forecast.png (and forecast_check.csv); returns the summary line and
     the files."""
-    from prolas.expr import parse
     from prolas.report.forecast import forecast, plot_forecast, polynomial_trend
 
     horizon, method = settings.horizon, settings.method
@@ -312,8 +323,8 @@ def _write_forecast(
         fc.check.to_csv(out / "forecast_check.csv", index=False)
         written.append(out / "forecast_check.csv")
         scores = "; scores in forecast_check.csv"
-    fixed = forecast_source(settings, dataset) == "fixed"
-    if fixed and fits[0].expression == str(parse(FIXED_FORECAST_KERNEL)):
+    fixed = source_used(settings, dataset, fits) == "fixed"
+    if fixed:
         why = (
             f"a series of fewer than {FIXED_FORECAST_BELOW} points"
             if settings.source == "auto"
@@ -406,7 +417,7 @@ def write_test_forecast(
     crps_mixture = crps_gaussian_mixture(test_y, fc.component_means, fc.component_sds, fc.weights)
     doc = {
         "method": fc.method,
-        "source": forecast_source(settings, dataset),
+        "source": source_used(settings, dataset, fits),
         "trend": settings.trend,
         "season_length": season_length,
         "models": list(fc.models),

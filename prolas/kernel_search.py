@@ -327,17 +327,13 @@ class KernelSearch:
 
     @property
     def top_(self) -> list[FitResult]:
-        """The top :data:`prolas.limits.FORECAST_MODELS` distinct models by BIC, each
-        fitted on all points and carrying its data: what the default mixture forecast
-        mixes, so without the models with a polynomial trend
-        (:func:`prolas.report.forecast.top_fits`; ``result_.history`` has every model).
+        """The search's top :data:`prolas.limits.FORECAST_MODELS` distinct models by BIC,
+        each fitted on all points and carrying its data, without the models with a
+        polynomial trend (:func:`prolas.report.forecast.top_fits`; ``result_.history``
+        has every model): what the default forecast mixes on a series of 144 points or
+        more (a shorter one is forecast from the fixed kernel, ``source="auto"``).
         Computed when first read."""
-        return self._top_fits(FORECAST_MODELS)
-
-    def _top_fits(self, k: int, trend: str = DEFAULT_FORECAST_TREND) -> list[FitResult]:
-        """The search's top ``k`` distinct models (``trend``: as :func:`top_fits`),
-        made once (:func:`prolas.fitjob.forecast_fits`'s cache)."""
-        settings = ForecastSettings(method="bma", models=k, trend=trend, source="search")
+        settings = ForecastSettings(method="bma", source="search")
         return self._forecast_models(settings)
 
     def _forecast_models(self, settings: ForecastSettings) -> list[FitResult]:

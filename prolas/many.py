@@ -45,7 +45,13 @@ import pandas as pd
 
 from prolas.data import Dataset, timestamps_to_decimal_years
 from prolas.errors import DataError, OutputExistsError, ProlasError
-from prolas.fitjob import ForecastSettings, forecast_fits, write_outputs, write_test_forecast
+from prolas.fitjob import (
+    ForecastSettings,
+    forecast_fits,
+    source_used,
+    write_outputs,
+    write_test_forecast,
+)
 from prolas.limits import (
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_BAND,
@@ -76,6 +82,7 @@ SUMMARY_COLUMNS = (
     "bic",
     "n_train",
     "n_test",
+    "forecast_from",
     *SCORE_COLUMNS,
     "seconds",
     "error",
@@ -441,11 +448,14 @@ def fit_series(series: LongSeries, folder: Path, settings: ManySettings) -> dict
             forecast=settings.forecast,
         )
         row.update(expression=best.expression, bic=best.bic)
+        if written.fits is not None:
+            row["forecast_from"] = source_used(settings.forecast, series.train, written.fits)
         if series.test_x.size:
             begun = time.perf_counter()
             fits = written.fits or forecast_fits(
                 result, series.train, config, best, settings.forecast
             )
+            row["forecast_from"] = source_used(settings.forecast, series.train, fits)
             m = series.season_length or settings.season_length
             row.update(
                 write_test_forecast(

@@ -116,6 +116,7 @@ def test_fit_many_parallel_bad_series_skipped_and_resume_refits_nothing(tmp_path
     good = summary[summary["status"] == "ok"]
     assert good[list(SCORE_COLUMNS)].notna().all().all()
     assert (good["n_train"] == 24).all() and (good["n_test"] == 6).all()
+    assert (good["forecast_from"] == "fixed").all()  # 24 points: the fixed kernel
     assert (good["coverage"].between(0, 1)).all() and (good["seconds"] > 0).all()
     assert "constant" in summary.loc[1, "error"]
     for name in ("A", "C"):  # what prolas fit writes, plus the test forecast

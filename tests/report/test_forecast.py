@@ -545,7 +545,7 @@ def test_forecast_fits_use_the_fixed_kernel_once_and_fall_back_when_it_fails(
     trend_season, monkeypatch
 ) -> None:
     import prolas.report.forecast as fc_module
-    from prolas.fitjob import ForecastSettings, forecast_fits
+    from prolas.fitjob import ForecastSettings, forecast_fits, source_used
     from prolas.gp import FitResult
     from prolas.search.config import SearchConfig
 
@@ -565,6 +565,7 @@ def test_forecast_fits_use_the_fixed_kernel_once_and_fall_back_when_it_fails(
     again = forecast_fits(result, trend_season, config, best, settings, cache=cache)
     assert [f.expression for f in first] == ["LIN + PER + SE"] and again[0] is first[0]
     assert len(made) == 1  # the cache keeps the fixed fit
+    assert source_used(settings, trend_season, first) == "fixed"
     search = dataclasses.replace(settings, source="search")
     fits = forecast_fits(result, trend_season, config, best, search, cache=cache)
     assert [f.expression for f in fits] == ["LIN + PER", "SE"]
@@ -575,6 +576,7 @@ def test_forecast_fits_use_the_fixed_kernel_once_and_fall_back_when_it_fails(
     fits = forecast_fits(result, trend_season, config, best, settings, log=said.append)
     assert [f.expression for f in fits] == ["LIN + PER", "SE"]
     assert len(said) == 1 and "failed to fit (no optimum)" in said[0]
+    assert source_used(settings, trend_season, fits) == "search"  # what stood in
     with pytest.warns(RuntimeWarning, match="forecasting from the search's top models"):
         forecast_fits(result, trend_season, config, best, settings)
 
