@@ -1,0 +1,153 @@
+"""The fixed forecast kernel's cold fit over fit seeds: how stable, how good a forecast.
+
+For every series of a suite half (M3 monthly by default), the fixed kernel
+:data:`prolas.limits.FIXED_FORECAST_KERNEL` is fitted cold (:func:`prolas.gp.fit_gp`) at
+each fit seed with each candidate's fit settings, and forecast at the test inputs as
+the product forecasts a short series (``rolling-mix`` of the one model, band
+``refitted``), then scored (:func:`prolas.report.scoring.score_forecast`, seasonal naive
+scale at period 12). Candidates (``benchmarks/results/fixed_kernel_restarts/``):
+
+* ``R8``: today's fit settings (8 restarts, the screen keeps the best 2);
+* ``R32``: 32 restarts (the screen keeps the best 2);
+* ``P8``: 8 restarts, all 8 polished (``keep=8``).
+
+Writes one row per (series, seed, candidate) and prints, per candidate, the share of
+series whose log-likelihoods over the seeds span at most 0.5 nats, the median seconds
+per fit and, per seed, the mean MASE, 95 % coverage, scaled interval score and CRPS.
+
+    OMP_NUM_THREADS=1 python benchmarks/scripts/fixed_kernel_restarts.py --half tuning \\
+        --seeds 0,1,2 --workers 2 --out rows.csv --markdown summary.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+
+from prolas.bench.forecast_bench import suite_series
+from prolas.gp import FitConfig, fit_gp
+from prolas.limits import FIXED_FORECAST_KERNEL, LENGTHSCALE_FLOOR
+from prolas.report.forecast import forecast
+from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_naive_scale
+
+#: ``name -> FitConfig fields`` besides the seed and the lengthscale floor.
+CANDIDATES = {
+    "R8": {"restarts": 8},
+    "R32": {"restarts": 32},
+    "P8": {"restarts": 8, "keep": 8},
+}
+
+SCORES = ("mase", "coverage", "interval_score_scaled", "crps_scaled")
+
+#: Log-likelihoods of one series over the seeds within this many nats count as stable.
+STABLE_NATS = 0.5
+
+
+def series_row(series, seed: int, name: str) -> dict:
+    """One (series, seed, candidate): the cold fit, its forecast of the test inputs and
+    their scores."""
+    config = FitConfig(seed=seed, lengthscale_floor=LENGTHSCALE_FLOOR, **CANDIDATES[name])
+    t0 = time.perf_counter()
+    fit = fit_gp(FIXED_FORECAST_KERNEL, series.train, config)
+    seconds = time.perf_counter() - t0
+    row = {"series": series.name, "seed": seed, "candidate": name, "fit_seconds": seconds}
+    if not fit.ok:
+        return {**row, "status": "failed", "error": fit.error}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = forecast(
+            [fit], series.train, x_new=series.test_x, method="rolling-mix", band="refitted"
+        )
+    scale = seasonal_naive_scale(series.train.y, series.season_length or 12)
+    scores = score_forecast(series.test_y, forecast_predictive(fc), scale)
+    return {
+        **row,
+        "status": "ok",
+        "log_likelihood": fit.log_likelihood,
+        "band_scale": fc.band_scale,
+        **{k: scores[k] for k in SCORES},
+    }
+
+
+def _job(args: tuple) -> dict:
+    return series_row(*args)
+
+
+def summary(rows: pd.DataFrame) -> list[str]:
+    """Markdown: stability and cost per candidate, then the forecast means per seed."""
+    ok = rows[rows["status"] == "ok"]
+    lines = [
+        f"| candidate | series | stable (log-lik. span ≤ {STABLE_NATS} nats over the seeds) "
+        "| median span | median s per fit | failed fits |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, t in ok.groupby("candidate", sort=False):
+        span = t.groupby("series")["log_likelihood"].agg(lambda v: v.max() - v.min())
+        failed = int((rows[rows["candidate"] == name]["status"] != "ok").sum())
+        lines.append(
+            f"| {name} | {span.size} | {int((span <= STABLE_NATS).sum())} "
+            f"({(span <= STABLE_NATS).mean():.0%}) | {span.median():.2f} | "
+            f"{t['fit_seconds'].median():.2f} | {failed} |"
+        )
+    lines += [
+        "",
+        "| candidate | seed | MASE | 95 % coverage | interval score | CRPS |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (name, seed), t in ok.groupby(["candidate", "seed"], sort=False):
+        lines.append(
+            f"| {name} | {seed} | {t['mase'].mean():.4f} | {t['coverage'].mean():.3f} | "
+            f"{t['interval_score_scaled'].mean():.3f} | {t['crps_scaled'].mean():.4f} |"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", default="m3-monthly")
+    ap.add_argument("--half", default="tuning")
+    ap.add_argument("--data-dir", default="data")
+    ap.add_argument("--series", help="comma-separated series names (default: the half's)")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--candidates", default=",".join(CANDIDATES))
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--out", type=Path, required=True, help="CSV of the rows")
+    ap.add_argument("--markdown", type=Path, help="the summary as a markdown file")
+    args = ap.parse_args(argv)
+    candidates = [c.strip() for c in args.candidates.split(",") if c.strip()]
+    unknown = [c for c in candidates if c not in CANDIDATES]
+    if unknown:
+        ap.error(f"unknown candidates {unknown}; choose from {', '.join(CANDIDATES)}")
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    only = tuple(s.strip() for s in (args.series or "").split(",") if s.strip())
+    pairs = suite_series(args.suite, args.data_dir, args.half, only)
+    jobs = [
+        (s, seed, name)
+        for s, _ in pairs
+        if s.train is not None and s.test_x.size
+        for name in candidates
+        for seed in seeds
+    ]
+    pool = ProcessPoolExecutor(max_workers=args.workers) if args.workers > 1 else None
+    try:
+        rows = list(pool.map(_job, jobs) if pool is not None else map(_job, jobs))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    table = pd.DataFrame(rows)
+    table.to_csv(args.out, index=False)
+    text = "\n".join(summary(table))
+    print(text)
+    if args.markdown is not None:
+        args.markdown.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
