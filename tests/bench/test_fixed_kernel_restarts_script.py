@@ -1,0 +1,45 @@
+"""benchmarks/scripts/fixed_kernel_restarts.py: the fixed kernel's cold fits over seeds,
+forecast and scored as the product forecasts a short series."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import ROOT, load_script
+
+DATA = ROOT / "data"
+
+
+def test_rows_reproduce_the_products_fixed_forecast_and_the_summary_counts(tmp_path):
+    from prolas.bench.forecast_bench import suite_series
+    from prolas.gp import FitConfig, fit_gp
+    from prolas.limits import FIXED_FORECAST_KERNEL
+    from prolas.report.forecast import forecast
+    from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_naive_scale
+
+    script = load_script("fixed_kernel_restarts")
+    out, md = tmp_path / "rows.csv", tmp_path / "summary.md"
+    args = ["--series", "N1410", "--seeds", "0,1", "--candidates", "R8,P8"]
+    assert (
+        script.main([*args, "--data-dir", str(DATA), "--out", str(out), "--markdown", str(md)]) == 0
+    )
+    rows = pd.read_csv(out)
+    assert len(rows) == 4 and (rows["status"] == "ok").all()
+    assert set(rows["candidate"]) == {"R8", "P8"} and set(rows["seed"]) == {0, 1}
+    # R8 at seed 1 is fit_gp at the defaults, forecast rolling-mix with the refitted band
+    ((series, _),) = suite_series("m3-monthly", str(DATA), "all", ("N1410",))
+    fit = fit_gp(FIXED_FORECAST_KERNEL, series.train, FitConfig(restarts=8, seed=1))
+    fc = forecast([fit], series.train, x_new=series.test_x, method="rolling-mix", band="refitted")
+    scores = score_forecast(
+        series.test_y, forecast_predictive(fc), seasonal_naive_scale(series.train.y, 12)
+    )
+    row = rows[(rows["candidate"] == "R8") & (rows["seed"] == 1)].iloc[0]
+    assert row["log_likelihood"] == pytest.approx(fit.log_likelihood, rel=1e-12)
+    assert row["mase"] == pytest.approx(scores["mase"], rel=1e-9)
+    r8 = rows[rows["candidate"] == "R8"].set_index("seed")["log_likelihood"]
+    # the summary's stable count is the share of series whose span is within 0.5 nats
+    span = r8.max() - r8.min()
+    text = md.read_text()
+    assert f"| R8 | 1 | {int(span <= 0.5)} (" in text and "| P8 | 1 |" in text
+    with pytest.raises(SystemExit):
+        script.main(["--candidates", "R9", "--out", str(out)])
