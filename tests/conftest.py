@@ -106,6 +106,23 @@ def assert_ot_pseudometric(exprs: list) -> None:
             assert otmann_distance(a, b)[0] == pytest.approx(otmann_distance(b, a)[0], abs=1e-12)
 
 
+@pytest.fixture
+def fixed_fit_calls(monkeypatch) -> list:
+    """Counts the fixed forecast kernel's fits (``prolas.report.forecast.fixed_fit``):
+    one entry per call, the real fit still made."""
+    import prolas.report.forecast as fc_module
+
+    calls: list = []
+    real = fc_module.fixed_fit
+
+    def counted(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(fc_module, "fixed_fit", counted)
+    return calls
+
+
 @pytest.fixture(scope="session")
 def airline():
     from prolas.data import load_csv

@@ -85,22 +85,13 @@ def test_the_default_forecast_is_the_command_lines_mixture(fitted) -> None:
 
 
 def test_a_short_series_is_forecast_from_the_fixed_kernel_made_once(
-    monthly, tmp_path, monkeypatch
+    monthly, tmp_path, fixed_fit_calls
 ) -> None:
     """Below 144 points the default forecast, plot and save use LIN + PER + SE (fitted
     once for all of them); source="search" gives the search's mixture."""
-    import prolas.report.forecast as fc_module
-
     short = quick().fit(monthly.iloc[:-1], x="month", y="passengers")
     assert short.data_.n == 143
-    made = []
-    real = fc_module.fixed_fit
-
-    def counted(*args):
-        made.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(fc_module, "fixed_fit", counted)
+    made = fixed_fit_calls
     frame = short.forecast(horizon=4)
     short.plot(horizon=4)
     written = short.save(tmp_path / "short", horizon=4)

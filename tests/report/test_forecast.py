@@ -542,7 +542,7 @@ def test_forecast_source_auto_is_the_fixed_kernel_below_144_points(airline) -> N
 
 
 def test_forecast_fits_use_the_fixed_kernel_once_and_fall_back_when_it_fails(
-    trend_season, monkeypatch
+    trend_season, monkeypatch, fixed_fit_calls
 ) -> None:
     import prolas.report.forecast as fc_module
     from prolas.fitjob import ForecastSettings, forecast_fits, source_used
@@ -552,14 +552,7 @@ def test_forecast_fits_use_the_fixed_kernel_once_and_fall_back_when_it_fails(
     config = SearchConfig(method="cks", budget=2, restarts=1)
     best = fit_gp("LIN + PER", trend_season, restarts=1)
     result = _history_of([(best, 10.0), (fit_gp("SE", trend_season, restarts=1), 9.0)])
-    made = []
-    real = fc_module.fixed_fit
-
-    def counted(*args):
-        made.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(fc_module, "fixed_fit", counted)
+    made = fixed_fit_calls
     settings, cache = ForecastSettings(horizon=3), {}
     first = forecast_fits(result, trend_season, config, best, settings, cache=cache)
     again = forecast_fits(result, trend_season, config, best, settings, cache=cache)
