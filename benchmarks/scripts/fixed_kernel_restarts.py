@@ -9,7 +9,9 @@ scale at period 12). Candidates (``benchmarks/results/fixed_kernel_restarts/``):
 
 * ``R8``: today's fit settings (8 restarts, the screen keeps the best 2);
 * ``R32``: 32 restarts (the screen keeps the best 2);
-* ``P8``: 8 restarts, all 8 polished (``keep=8``).
+* ``P8``: 8 restarts, all 8 polished (``keep=8``);
+* ``E3``: R8's fits at seeds s, s + 3, s + 6 mixed with equal weights (``bma`` with
+  weights 1, 1, 1; stage 2).
 
 Writes one row per (series, seed, candidate) and prints, per candidate, the share of
 series whose log-likelihoods over the seeds span at most 0.5 nats, the median seconds
@@ -41,7 +43,11 @@ CANDIDATES = {
     "R8": {"restarts": 8},
     "R32": {"restarts": 32},
     "P8": {"restarts": 8, "keep": 8},
+    "E3": {"restarts": 8},
 }
+
+#: E3's fits: seed s and these offsets from it.
+MIXTURE_SEED_OFFSETS = (0, 3, 6)
 
 SCORES = ("mase", "coverage", "interval_score_scaled", "crps_scaled")
 
@@ -52,17 +58,33 @@ STABLE_NATS = 0.5
 def series_row(series, seed: int, name: str) -> dict:
     """One (series, seed, candidate): the cold fit, its forecast of the test inputs and
     their scores."""
-    config = FitConfig(seed=seed, lengthscale_floor=LENGTHSCALE_FLOOR, **CANDIDATES[name])
+    offsets = MIXTURE_SEED_OFFSETS if name == "E3" else (0,)
     t0 = time.perf_counter()
-    fit = fit_gp(FIXED_FORECAST_KERNEL, series.train, config)
+    fits = [
+        fit_gp(
+            FIXED_FORECAST_KERNEL,
+            series.train,
+            FitConfig(seed=seed + k, lengthscale_floor=LENGTHSCALE_FLOOR, **CANDIDATES[name]),
+        )
+        for k in offsets
+    ]
     seconds = time.perf_counter() - t0
     row = {"series": series.name, "seed": seed, "candidate": name, "fit_seconds": seconds}
-    if not fit.ok:
-        return {**row, "status": "failed", "error": fit.error}
+    failed = [f for f in fits if not f.ok]
+    if failed:
+        return {**row, "status": "failed", "error": failed[0].error}
+    fit = fits[0]  # seed s's own fit: the log-likelihood reported
+    method = "bma" if name == "E3" else "rolling-mix"
+    weights = [1.0] * len(fits) if name == "E3" else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fc = forecast(
-            [fit], series.train, x_new=series.test_x, method="rolling-mix", band="refitted"
+            fits,
+            series.train,
+            x_new=series.test_x,
+            method=method,
+            weights=weights,
+            band="refitted",
         )
     scale = seasonal_naive_scale(series.train.y, series.season_length or 12)
     scores = score_forecast(series.test_y, forecast_predictive(fc), scale)
