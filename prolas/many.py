@@ -448,14 +448,10 @@ def fit_series(series: LongSeries, folder: Path, settings: ManySettings) -> dict
             forecast=settings.forecast,
         )
         row.update(expression=best.expression, bic=best.bic)
-        if written.fits is not None:
-            row["forecast_from"] = source_used(settings.forecast, series.train, written.fits)
+        fits = written.fits  # the forecast's models (None without a horizon)
         if series.test_x.size:
             begun = time.perf_counter()
-            fits = written.fits or forecast_fits(
-                result, series.train, config, best, settings.forecast
-            )
-            row["forecast_from"] = source_used(settings.forecast, series.train, fits)
+            fits = fits or forecast_fits(result, series.train, config, best, settings.forecast)
             m = series.season_length or settings.season_length
             row.update(
                 write_test_forecast(
@@ -471,6 +467,8 @@ def fit_series(series: LongSeries, folder: Path, settings: ManySettings) -> dict
             # the forecast's own cost (the top models' refits, the rolling check, the
             # predictive): with the search's, what a forecaster pays per series
             timing["forecast_seconds"] = time.perf_counter() - begun
+        if fits is not None:
+            row["forecast_from"] = source_used(settings.forecast, series.train, fits)
         row["status"] = "ok"
     except KeyboardInterrupt:
         raise

@@ -579,8 +579,6 @@ def top_fits(
     Returned in order of BIC on the searched points, each carrying ``dataset``
     (:attr:`FitResult.dataset`).
     """
-    from prolas.gp import fit_gp, hold_unseen_transitions
-    from prolas.pipeline import refit
     from prolas.search.config import search_data
 
     if trend not in FORECAST_TRENDS:
@@ -599,16 +597,12 @@ def top_fits(
             continue
         seen.add(e.expression)
         if best is not None and best.expression == e.expression and best.n == dataset.n:
-            fit = best
+            fit = _on_all_points(best.expression, best, dataset, dataset, config)
         else:
             fit = e.fit if isinstance(e.fit, FitResult) and e.fit.ok else None
-            if fit is None:
-                fit = fit_gp(e.expression, searched, config.fit_config)
-            if searched is not dataset and fit.ok:
-                fit = refit(fit, dataset, config)
-        if fit.ok:  # held: a fit from an older journal may predate the rule
-            fit = hold_unseen_transitions(fit, dataset)
-            out.append(fit if fit.dataset is dataset else replace(fit, dataset=dataset))
+            fit = _on_all_points(e.expression, fit, searched, dataset, config)
+        if fit.ok:
+            out.append(fit)
     return out
 
 
@@ -616,28 +610,42 @@ def fixed_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> F
     """The fixed forecast kernel :data:`prolas.limits.FIXED_FORECAST_KERNEL` fitted on
     ``dataset`` (``--forecast-from fixed``, and ``auto`` on a short series).
 
-    The search's own fit when it evaluated the expression (its highest-BIC successful
-    evaluation; refitted on all of ``dataset`` when the search ran on a subsample, as
-    :func:`top_fits` refits), else a cold :func:`prolas.gp.fit_gp` with the search's fit
-    settings (``config.fit_config``: fit seed, restarts, lengthscale floor), so the same
-    settings give the same model whether or not the search met it. Carries ``dataset``.
-    A failed fit is returned as such (``ok`` False, with its reason), never raised.
+    The search's own fit when it evaluated the expression (its highest-likelihood
+    successful evaluation, e.g. a repair; refitted on all of ``dataset`` when the search
+    ran on a subsample, as :func:`top_fits` refits), else a cold :func:`prolas.gp.fit_gp`
+    with the search's fit settings (``config.fit_config``: fit seed, restarts,
+    lengthscale floor). Carries ``dataset``. A failed fit is returned as such (``ok``
+    False, with its reason), never raised.
     """
-    from prolas.gp import fit_gp, hold_unseen_transitions
-    from prolas.pipeline import refit
     from prolas.search.config import search_data
 
-    key = str(parse(FIXED_FORECAST_KERNEL))
-    searched = search_data(dataset, config)
+    key = FIXED_FORECAST_KERNEL  # its canonical form (tests/report/test_forecast.py)
     evaluated = [
         e.fit
         for e in result.history
         if e.ok and e.expression == key and isinstance(e.fit, FitResult) and e.fit.ok
     ]
-    if evaluated:
-        fit = max(evaluated, key=lambda f: f.log_likelihood)
-    else:
-        fit = fit_gp(key, searched, config.fit_config)
+    fit = max(evaluated, key=lambda f: f.log_likelihood) if evaluated else None
+    return _on_all_points(key, fit, search_data(dataset, config), dataset, config)
+
+
+def _on_all_points(
+    expression: str,
+    fit: FitResult | None,
+    searched: Dataset,
+    dataset: Dataset,
+    config: SearchConfig,
+) -> FitResult:
+    """A search's model of ``expression`` ready to forecast ``dataset``: ``fit`` (its
+    FitResult on the ``searched`` points, or None: fitted cold with ``config.fit_config``)
+    refitted on all of ``dataset`` when the search saw a subsample
+    (:func:`prolas.pipeline.refit`), its unseen transitions held (a fit from an older
+    journal may predate the rule), carrying ``dataset``; a failed fit as it is."""
+    from prolas.gp import fit_gp, hold_unseen_transitions
+    from prolas.pipeline import refit
+
+    if fit is None:
+        fit = fit_gp(expression, searched, config.fit_config)
     if searched is not dataset and fit.ok:
         fit = refit(fit, dataset, config)
     if not fit.ok:
