@@ -12,6 +12,10 @@ scale at period 12). Candidates (``benchmarks/results/fixed_kernel_restarts/``):
 * ``P8``: 8 restarts, all 8 polished (``keep=8``);
 * ``E3``: R8's fits at seeds s, s + 3, s + 6 mixed with equal weights (``bma`` with
   weights 1, 1, 1; stage 2).
+* ``L8``, ``LE3``: R8 and E3 fitted and forecast on log y (when every training value is
+  positive; else as R8 and E3), back on y's scale: every quantile is exp of the log-scale
+  quantile, the point forecast exp of the log-scale median
+  (``benchmarks/results/log_forecast/``).
 
 Writes one row per (series, seed, candidate) and prints, per candidate, the share of
 series whose log-likelihoods over the seeds span at most 0.5 nats, the median seconds
@@ -30,13 +34,21 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from prolas.bench.forecast_bench import suite_series
+from prolas.data import Dataset
 from prolas.gp import FitConfig, fit_gp
 from prolas.limits import FIXED_FORECAST_KERNEL, LENGTHSCALE_FLOOR
-from prolas.report.forecast import forecast
-from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_naive_scale
+from prolas.report.forecast import Forecast, forecast, mixture_quantiles
+from prolas.report.scoring import (
+    QUANTILE_LEVELS,
+    Predictive,
+    forecast_predictive,
+    score_forecast,
+    seasonal_naive_scale,
+)
 
 #: ``name -> FitConfig fields`` besides the seed and the lengthscale floor.
 CANDIDATES = {
@@ -44,7 +56,13 @@ CANDIDATES = {
     "R32": {"restarts": 32},
     "P8": {"restarts": 8, "keep": 8},
     "E3": {"restarts": 8},
+    "L8": {"restarts": 8},
+    "LE3": {"restarts": 8},
 }
+
+#: Candidates whose fits are mixtures over seeds, and those fitted on log y.
+MIXTURES = ("E3", "LE3")
+ON_LOG_Y = ("L8", "LE3")
 
 #: E3's fits: seed s and these offsets from it.
 MIXTURE_SEED_OFFSETS = (0, 3, 6)
@@ -58,43 +76,67 @@ STABLE_NATS = 0.5
 def series_row(series, seed: int, name: str) -> dict:
     """One (series, seed, candidate): the cold fit, its forecast of the test inputs and
     their scores."""
-    offsets = MIXTURE_SEED_OFFSETS if name == "E3" else (0,)
+    offsets = MIXTURE_SEED_OFFSETS if name in MIXTURES else (0,)
+    on_log = name in ON_LOG_Y and bool(np.all(series.train.y > 0))
+    data = log_dataset(series.train) if on_log else series.train
     t0 = time.perf_counter()
     fits = [
         fit_gp(
             FIXED_FORECAST_KERNEL,
-            series.train,
+            data,
             FitConfig(seed=seed + k, lengthscale_floor=LENGTHSCALE_FLOOR, **CANDIDATES[name]),
         )
         for k in offsets
     ]
-    seconds = time.perf_counter() - t0
-    row = {"series": series.name, "seed": seed, "candidate": name, "fit_seconds": seconds}
+    row = {"series": series.name, "seed": seed, "candidate": name, "on_log_y": on_log}
     failed = [f for f in fits if not f.ok]
     if failed:
-        return {**row, "status": "failed", "error": failed[0].error}
+        seconds = time.perf_counter() - t0
+        return {**row, "fit_seconds": seconds, "status": "failed", "error": failed[0].error}
     fit = fits[0]  # seed s's own fit: the log-likelihood reported
-    method = "bma" if name == "E3" else "rolling-mix"
-    weights = [1.0] * len(fits) if name == "E3" else None
+    method = "bma" if name in MIXTURES else "rolling-mix"
+    weights = [1.0] * len(fits) if name in MIXTURES else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fc = forecast(
             fits,
-            series.train,
+            data,
             x_new=series.test_x,
             method=method,
             weights=weights,
             band="refitted",
         )
+    seconds = time.perf_counter() - t0
     scale = seasonal_naive_scale(series.train.y, series.season_length or 12)
-    scores = score_forecast(series.test_y, forecast_predictive(fc), scale)
+    pred = exp_predictive(fc) if on_log else forecast_predictive(fc)
+    scores = score_forecast(series.test_y, pred, scale)
     return {
         **row,
+        "fit_seconds": seconds,
         "status": "ok",
         "log_likelihood": fit.log_likelihood,
         "band_scale": fc.band_scale,
         **{k: scores[k] for k in SCORES},
     }
+
+
+def log_dataset(data: Dataset) -> Dataset:
+    """``data`` with y replaced by log y (every y must be positive)."""
+    return Dataset.from_arrays(
+        data.x, np.log(data.y), name=data.name, path=data.path, x_is_date=data.x_is_date
+    )
+
+
+def exp_predictive(fc: Forecast) -> Predictive:
+    """A forecast of log y as a predictive of y: each quantile (the 95 % band's ends among
+    them) is exp of log y's, exactly, as exp is increasing; the point forecast is exp of
+    log y's median, the median of y's predictive."""
+
+    def quantile(p: float) -> np.ndarray:
+        return np.exp(mixture_quantiles(p, fc.component_means, fc.component_sds, fc.weights))
+
+    q = np.column_stack([quantile(float(p)) for p in QUANTILE_LEVELS])
+    return Predictive(quantile(0.5), np.exp(fc.lower), np.exp(fc.upper), q)
 
 
 def _job(args: tuple) -> dict:
@@ -106,7 +148,7 @@ def summary(rows: pd.DataFrame) -> list[str]:
     ok = rows[rows["status"] == "ok"]
     lines = [
         f"| candidate | series | stable (log-lik. span ≤ {STABLE_NATS} nats over the seeds) "
-        "| median span | median s per fit | failed fits |",
+        "| median span | median s per series (fits, forecast) | failed fits |",
         "|---|---|---|---|---|---|",
     ]
     for name, t in ok.groupby("candidate", sort=False):
