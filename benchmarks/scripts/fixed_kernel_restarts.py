@@ -67,7 +67,7 @@ ON_LOG_Y = ("L8", "LE3")
 #: E3's fits: seed s and these offsets from it.
 MIXTURE_SEED_OFFSETS = (0, 3, 6)
 
-SCORES = ("mase", "coverage", "interval_score_scaled", "crps_scaled")
+SCORES = ("rmse", "mase", "coverage", "interval_score_scaled", "crps_scaled")
 
 #: Log-likelihoods of one series over the seeds within this many nats count as stable.
 STABLE_NATS = 0.5
