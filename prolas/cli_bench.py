@@ -19,6 +19,7 @@ from prolas.limits import (
     DEFAULT_GRAMMAR,
     FORECAST_BANDS,
     FORECAST_SOURCES,
+    FORECAST_SUITES,
     LENGTHSCALE_FLOOR,
     WARM_FITS,
 )
@@ -44,14 +45,14 @@ def add_bench_parser(sub) -> None:
     mode.add_argument(
         "--forecast",
         metavar="SUITE",
-        choices=("tsdl", "m3-monthly"),
+        choices=FORECAST_SUITES,
         help="forecast benchmark on a suite (tsdl: the nine series with ABCD's RMSE; "
-        "m3-monthly: 150 M3 series): prolas's default forecast and statsforecast's AutoETS, "
-        "AutoARIMA, AutoTheta and SeasonalNaive (--methods prolas,ets,arima,theta,snaive; "
-        "the peers need pip install 'prolas[bench]') scored on the same test points, with "
-        "paired comparisons; add cks to --methods to run prolas fit --search cks beside the "
-        "default search and compare their best BIC and wall time; writes OUT/forecast.md "
-        "and OUT/forecast_scores.csv",
+        "m3-monthly: 150 M3 series; m3-monthly-b: 150 other M3 series): prolas's default "
+        "forecast and statsforecast's AutoETS, AutoARIMA, AutoTheta and SeasonalNaive "
+        "(--methods prolas,ets,arima,theta,snaive; the peers need pip install "
+        "'prolas[bench]') scored on the same test points, with paired comparisons; add cks "
+        "to --methods to run prolas fit --search cks beside the default search and compare "
+        "their best BIC and wall time; writes OUT/forecast.md and OUT/forecast_scores.csv",
     )
     b.add_argument(
         "--datasets", default="airline", help="comma-separated names in --data-dir, or 'all'"
@@ -140,7 +141,7 @@ def add_bench_parser(sub) -> None:
         "--half",
         choices=("all", "tuning", "report"),
         default="all",
-        help="--forecast: the suite's tuning half, report half or all series (m3-monthly: "
+        help="--forecast: the suite's tuning half, report half or all series (M3 suites: "
         "even / odd positions in the file; tsdl: airline, call-centre, sulphuric / the rest)",
     )
     b.add_argument("--series", help="--forecast: comma-separated series names of the suite")

@@ -75,6 +75,10 @@ DEFAULT_FORECAST_TREND = "linear"
 #: :data:`FIXED_FORECAST_BELOW` points, else ``search``. The search, its best model and
 #: its report do not depend on it.
 FORECAST_SOURCES = ("auto", "search", "fixed")
+#: ``prolas bench --forecast`` suites: the nine series with ABCD's published RMSE, 150 M3
+#: monthly series (the tuning and report halves of every forecast and search default),
+#: and 150 other M3 monthly series drawn later (``data/m3-monthly-b/README.md``).
+FORECAST_SUITES = ("tsdl", "m3-monthly", "m3-monthly-b")
 DEFAULT_FORECAST_SOURCE = "auto"
 #: The fixed kernel: a linear trend, a periodic part and a smooth part (Corani, Benavoli &
 #: Zaffalon 2021's composition for M1/M3 without its spectral mixture). Decided on the M3

@@ -16,6 +16,9 @@ Suites (:func:`suite_series`):
 * ``m3-monthly``: 150 M3 monthly series (``data/m3-monthly/``), period 12, the last 18
   points held out; halves by position in the file (even: tuning, odd: report;
   ``data/m3-monthly/README.md``).
+* ``m3-monthly-b``: 150 other M3 monthly series (``data/m3-monthly-b/``, drawn on
+  2026-11-30 from those ``m3-monthly`` does not hold), scored and halved alike: series
+  no default was tuned on before that day (its README lists what each has decided since).
 
 Methods: ``prolas`` is ``prolas fit`` with its defaults (``--budget``, ``--restarts`` and
 the search and fit seed ``--fit-seed`` as given) and its default forecast
@@ -68,6 +71,7 @@ from prolas.limits import (
     DEFAULT_FORECAST_TREND,
     FIXED_FORECAST_BELOW,
     FIXED_FORECAST_KERNEL,
+    FORECAST_SUITES,
 )
 from prolas.many import LongSeries, ManySettings, read_long, run_many
 from prolas.records import json_clean, one_line, write_json
@@ -94,7 +98,12 @@ __all__ = [
     "suite_series",
 ]
 
-SUITES = ("tsdl", "m3-monthly")
+SUITES = FORECAST_SUITES
+#: The M3 suites' long-format files under the data directory.
+M3_FILES = {
+    "m3-monthly": Path("m3-monthly") / "m3_monthly.csv",
+    "m3-monthly-b": Path("m3-monthly-b") / "m3_monthly_b.csv",
+}
 HALVES = ("all", "tuning", "report")
 
 #: Methods run as ``prolas fit --search METHOD`` (each into ``OUT/METHOD/``).
@@ -174,8 +183,8 @@ def _tsdl(data_dir: Path) -> list[tuple[LongSeries, str]]:
     return out
 
 
-def _m3(data_dir: Path) -> list[tuple[LongSeries, str]]:
-    path = data_dir / "m3-monthly" / "m3_monthly.csv"
+def _m3(data_dir: Path, suite: str = "m3-monthly") -> list[tuple[LongSeries, str]]:
+    path = data_dir / M3_FILES[suite]
     series = read_long(path, "series", x="x", y="y", split="split")
     out = []
     for i, s in enumerate(series):
@@ -204,7 +213,7 @@ def suite_series(
         raise ProlasError(f"--half must be one of {', '.join(HALVES)}")
     data_dir = Path(data_dir)
     try:
-        pairs = _tsdl(data_dir) if suite == "tsdl" else _m3(data_dir)
+        pairs = _tsdl(data_dir) if suite == "tsdl" else _m3(data_dir, suite)
     except DataError as exc:
         raise ProlasError(f"suite {suite}: {exc} (--data-dir {data_dir})") from None
     if only:

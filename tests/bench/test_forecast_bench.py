@@ -111,6 +111,21 @@ def test_m3_suite_halves_follow_the_file_positions() -> None:
         fb.ForecastBenchConfig("tsdl", methods=("prolas", "prophet"))
 
 
+def test_m3_set_b_is_150_other_series_halved_alike() -> None:
+    a = fb.suite_series("m3-monthly", DATA)
+    b = fb.suite_series("m3-monthly-b", DATA)
+    assert len(b) == 150 and all(s.error is None for s, _ in b)
+    assert not {s.name for s, _ in a} & {s.name for s, _ in b}
+    assert all(s.test_x.size == 18 and s.season_length == 12 for s, _ in b)
+    assert all(np.all(s.train.y > 0) and 50 <= s.train.n <= 126 for s, _ in b)
+    # x is t / 12: a year is 1 in x, as in set A; the test inputs follow the training ones
+    s = b[0][0]
+    assert s.train.x[0] == 0.0 and np.allclose(np.diff(s.train.x), 1 / 12)
+    assert np.allclose(s.test_x, (s.train.n + np.arange(18)) / 12)
+    assert [h for _, h in b[:4]] == ["tuning", "report", "tuning", "report"]
+    assert len(fb.suite_series("m3-monthly-b", DATA, "report")) == 75
+
+
 # --- the peers -------------------------------------------------------------------------
 
 
