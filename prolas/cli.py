@@ -258,13 +258,14 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         choices=FORECAST_SOURCES,
         help="with --horizon: the models the forecast mixes or chooses from: search = the "
         f"search's top models; fixed = the one fixed kernel {FIXED_FORECAST_KERNEL} (a "
-        "linear trend, a periodic part and a smooth part) fitted on the series, whatever "
-        f"the search found; auto = fixed for a series of fewer than {FIXED_FORECAST_BELOW} "
+        "linear trend, a periodic part and a smooth part) fitted on the series at three fit "
+        "seeds and mixed with equal weights, whatever the search found and whatever "
+        f"--forecast says; auto = fixed for a series of fewer than {FIXED_FORECAST_BELOW} "
         "points, else search (default "
         f"{DEFAULT_FORECAST_SOURCE}: on short M3 monthly series it gave a lower MASE than "
         "the search's models at two of three fit seeds, with a wider band; "
-        "benchmarks/results/fixed_kernel/). The search, its best model and the report do not "
-        "change",
+        "benchmarks/results/fixed_kernel/, fixed_kernel_seeds_b/). The search, its best "
+        "model and the report do not change",
     )
 
 

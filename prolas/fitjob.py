@@ -40,6 +40,7 @@ from prolas.limits import (
     DEFAULT_FORECAST_TREND,
     FIXED_FORECAST_BELOW,
     FIXED_FORECAST_KERNEL,
+    FIXED_FORECAST_SEED_OFFSETS,
     FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_MODELS,
@@ -178,9 +179,22 @@ def source_used(settings: ForecastSettings, dataset: Dataset, fits: Sequence[Fit
     :func:`forecast_source`'s, but ``"search"`` where the fixed kernel failed to fit and
     the search's models stood in."""
     source = forecast_source(settings, dataset)
-    if source == "fixed" and [f.expression for f in fits] != [FIXED_FORECAST_KERNEL]:
+    fixed = bool(fits) and all(f.expression == FIXED_FORECAST_KERNEL for f in fits)
+    if source == "fixed" and not fixed:
         return "search"
     return source
+
+
+def forecast_mixing(
+    settings: ForecastSettings, dataset: Dataset, fits: Sequence[FitResult]
+) -> tuple[str, list[float] | None]:
+    """The ``method`` and ``weights`` of :func:`prolas.report.forecast.forecast` for
+    ``fits`` (:func:`forecast_fits`'s): the fixed kernel's fits at several fit seeds are
+    mixed with equal weights (``bma``, weights 1 each), whatever ``settings.method``;
+    otherwise ``settings.method`` and its own weights (None)."""
+    if source_used(settings, dataset, fits) == "fixed":
+        return "bma", [1.0] * len(fits)
+    return settings.method, None
 
 
 def forecast_fits(
@@ -194,36 +208,49 @@ def forecast_fits(
     log: Callable[[str], None] | None = None,
 ) -> list[FitResult]:
     """The models a forecast uses (:func:`forecast_source`): the best alone for
-    ``best``; the fixed kernel alone (:func:`prolas.report.forecast.fixed_fit`); or the
-    search's top ``settings.models`` distinct models
+    ``best``; the fixed kernel's fits at the fit seeds of
+    :data:`prolas.limits.FIXED_FORECAST_SEED_OFFSETS`
+    (:func:`prolas.report.forecast.fixed_fits`, mixed with equal weights:
+    :func:`forecast_mixing`); or the search's top ``settings.models`` distinct models
     (:func:`prolas.report.forecast.top_fits`; with ``settings.trend="linear"``, those
     without a polynomial trend).
 
-    When the fixed kernel fails to fit, the forecast falls back to the search's top
-    models and says so (``log``, else a warning). ``cache``: a dict the caller keeps to
-    reuse the fixed fit and the top models across forecasts of the same search (the
-    first ``k`` of a longer top list made before are the shorter list).
+    A fixed fit that fails is left out of the mixture; when all fail, the forecast falls
+    back to the search's top models. Either is said (``log``, else a warning).
+    ``cache``: a dict the caller keeps to reuse the fixed fits and the top models across
+    forecasts of the same search (the first ``k`` of a longer top list made before are
+    the shorter list).
     """
-    from prolas.report.forecast import fixed_fit, top_fits
+    from prolas.report.forecast import fixed_fits, top_fits
 
     source = forecast_source(settings, dataset)
     if source == "best":
         return [best]
     cache = {} if cache is None else cache
     if source == "fixed":
-        if "fixed" not in cache:
-            cache["fixed"] = fixed_fit(result, dataset, config)
-        fixed = cache["fixed"]
-        if fixed.ok:
-            return [fixed]
-        message = (
-            f"forecast: the fixed kernel {FIXED_FORECAST_KERNEL} failed to fit "
-            f"({fixed.error}); forecasting from the search's top models instead"
-        )
-        if log is not None:
-            log(message)
-        else:
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
+        fresh = "fixed" not in cache
+        if fresh:
+            cache["fixed"] = fixed_fits(result, dataset, config)
+        fits = cache["fixed"]
+        ok = [f for f in fits if f.ok]
+        failed = [f for f in fits if not f.ok]
+        if ok and failed:
+            message = (
+                f"forecast: {len(failed)} of the fixed kernel's {len(fits)} fits failed "
+                f"({failed[0].error}); mixing the other {len(ok)}"
+            )
+        elif not ok:
+            message = (
+                f"forecast: the fixed kernel {FIXED_FORECAST_KERNEL} failed to fit "
+                f"({failed[0].error}); forecasting from the search's top models instead"
+            )
+        if failed and fresh:  # said once per search, not at every forecast
+            if log is not None:
+                log(message)
+            else:
+                warnings.warn(message, RuntimeWarning, stacklevel=2)
+        if ok:
+            return ok
     k, key = settings.models, ("top", settings.trend)
     top, made = cache.get(key, ([], 0))
     if k > made:
@@ -309,8 +336,9 @@ def _write_forecast(
     the files."""
     from prolas.report.forecast import forecast, plot_forecast, polynomial_trend
 
-    horizon, method = settings.horizon, settings.method
-    fc = forecast(fits, dataset, horizon, method=method, band=settings.band)
+    horizon = settings.horizon
+    method, weights = forecast_mixing(settings, dataset, fits)
+    fc = forecast(fits, dataset, horizon, method=method, weights=weights, band=settings.band)
     written = [fc.to_csv(out / "forecast.csv")]
     # the plot marks the transitions of the model forecast with: the pick, or the
     # mixture's dominant model (weight at least 0.5; rolling-mix is nearly always one)
@@ -330,9 +358,10 @@ def _write_forecast(
             if settings.source == "auto"
             else "--forecast-from fixed"
         )
+        seeds = ", ".join(str(config.seed + d) for d in FIXED_FORECAST_SEED_OFFSETS)
         how = (
-            f"the fixed kernel {fits[0].expression} ({why}; --forecast-from search "
-            "forecasts from the search's models)"
+            f"the fixed kernel {fits[0].expression}, its fits at fit seeds {seeds} mixed "
+            f"equally ({why}; --forecast-from search forecasts from the search's models)"
         )
     elif method == "best":
         how = fc.models[0]
@@ -406,7 +435,10 @@ def write_test_forecast(
 
     test_x = np.asarray(test_x, dtype=np.float64).reshape(-1)
     test_y = np.asarray(test_y, dtype=np.float64).reshape(-1)
-    fc = forecast(list(fits), dataset, x_new=test_x, method=settings.method, band=settings.band)
+    method, weights = forecast_mixing(settings, dataset, fits)
+    fc = forecast(
+        list(fits), dataset, x_new=test_x, method=method, weights=weights, band=settings.band
+    )
     scale = seasonal_naive_scale(dataset.y, season_length)
     scores = score_forecast(test_y, forecast_predictive(fc), scale)
     frame = fc.to_frame()

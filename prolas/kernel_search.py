@@ -208,7 +208,7 @@ class KernelSearch:
         self.scheduler = scheduler
         self._columns: tuple[str | None, str | None, bool] = (None, None, False)
         # the forecasts' models made so far (prolas.fitjob.forecast_fits's cache: the
-        # fixed kernel's fit, and per trend the top models and the k they were made for)
+        # fixed kernel's fits, and per trend the top models and the k they were made for)
         self._models: dict = {}
         self._forecasts: dict[tuple, tuple[Forecast, list[FitResult]]] = {}
 
@@ -400,6 +400,7 @@ class KernelSearch:
         source=DEFAULT_FORECAST_SOURCE,
     ) -> tuple[Forecast, list[FitResult]]:
         """The Forecast and the models it came from (the last few kept by arguments)."""
+        from prolas.fitjob import forecast_mixing
         from prolas.report.forecast import forecast
 
         self._fitted()
@@ -415,14 +416,16 @@ class KernelSearch:
         key = (horizon, xkey, float(level), method, models, band, trend, source)
         if key not in self._forecasts:
             fits = self._forecast_models(settings)
+            mixing, weights = forecast_mixing(settings, self.data_, fits)
             with restore_threads():
                 fc = forecast(
                     fits,
                     self.data_,
                     horizon,
                     x_new=xs,
-                    method=method,
+                    method=mixing,
                     level=float(level) / 100,
+                    weights=weights,
                     band=settings.band,
                 )
             if len(self._forecasts) >= 8:
@@ -462,7 +465,9 @@ class KernelSearch:
             source: as ``--forecast-from``: ``auto`` (default: the fixed kernel
                 :data:`prolas.limits.FIXED_FORECAST_KERNEL` for a series of fewer than
                 :data:`prolas.limits.FIXED_FORECAST_BELOW` points, else the search's top
-                models), ``search`` or ``fixed``.
+                models), ``search`` or ``fixed``. The fixed kernel's forecast mixes its
+                fits at three fit seeds with equal weights, whatever ``method`` says
+                (:data:`prolas.limits.FIXED_FORECAST_SEED_OFFSETS`).
 
         Returns:
             a DataFrame with columns ``x`` (dates when the input had dates), ``mean``,
@@ -482,7 +487,10 @@ class KernelSearch:
         fc, fits = self._forecast(horizon, x, level, method, models, band, trend, source)
         frame = fc.to_frame()
         top = int(np.argmax(fc.weights))
-        model = {f.expression: f for f in fits}[fc.models[top]]
+        if len(fc.models) == len(fits):  # a mixture of all (the fixed kernel's: one per seed)
+            model = fits[top]
+        else:  # a pick of one
+            model = {f.expression: f for f in fits}[fc.models[top]]
         view = self.data_.standardised_view()
         with restore_threads():
             parts = decompose(model, view, fc.x)

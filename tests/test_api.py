@@ -95,9 +95,14 @@ def test_a_short_series_is_forecast_from_the_fixed_kernel_made_once(
     frame = short.forecast(horizon=4)
     short.plot(horizon=4)
     written = short.save(tmp_path / "short", horizon=4)
-    assert frame.attrs["models"] == ["LIN + PER + SE"] and frame.attrs["weights"] == [1.0]
+    # the fixed kernel's fits at three fit seeds, mixed with equal weights
+    assert frame.attrs["models"] == ["LIN + PER + SE"] * 3 and frame.attrs["method"] == "bma"
+    assert frame.attrs["weights"] == pytest.approx([1 / 3] * 3)
     assert frame.attrs["components_of"] == "LIN + PER + SE" and len(made) == 1
-    assert [f.expression for f in written.fits] == ["LIN + PER + SE"]
+    # the first fit's terms, and what the other two add: together the mixture's mean
+    terms = frame.drop(columns=["x", "mean", "lower", "upper"]).sum(axis=1)
+    np.testing.assert_allclose(terms, frame["mean"], rtol=1e-9)
+    assert [f.expression for f in written.fits] == ["LIN + PER + SE"] * 3
     saved_frame = pd.read_csv(tmp_path / "short" / "forecast.csv")
     np.testing.assert_allclose(saved_frame["mean"], frame["mean"], rtol=1e-12)
     searched = short.forecast(horizon=4, source="search")

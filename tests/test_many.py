@@ -128,7 +128,9 @@ def test_fit_many_parallel_bad_series_skipped_and_resume_refits_nothing(tmp_path
         assert (out / name / "report.md").exists()
         # 24 training points: the test points are forecast from the fixed kernel
         predictive = json.loads((out / name / "test_predictive.json").read_text())
-        assert predictive["source"] == "fixed" and predictive["models"] == ["LIN + PER + SE"]
+        assert predictive["source"] == "fixed" and predictive["method"] == "bma"
+        assert predictive["models"] == ["LIN + PER + SE"] * 3  # its fits at three seeds
+        assert predictive["weights"] == pytest.approx([1 / 3] * 3)
 
     stamps = {
         p: p.stat().st_mtime_ns

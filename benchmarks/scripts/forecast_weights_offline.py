@@ -26,7 +26,12 @@ each candidate through :func:`prolas.report.forecast.forecast`:
 * ``F1m``, ``F1c``: F1 with band ``model`` or ``calibrated``; ``F2``, ``F2m``, ``F2c``: the
   fixed kernel ``LIN + LIN*PER + SE`` (a seasonal amplitude linear in x) with band
   ``refitted``, ``model`` or ``calibrated`` (:data:`FIXED_KERNELS`;
-  ``benchmarks/results/fixed_kernel_variants/``).
+  ``benchmarks/results/fixed_kernel_variants/``);
+* ``F3``: the product's fixed forecast since ``benchmarks/results/fixed_kernel_seeds_b/``:
+  F1's fit and cold fits at the run's fit seed plus 3 and 6
+  (:data:`prolas.limits.FIXED_FORECAST_SEED_OFFSETS`), mixed with equal weights, band
+  ``refitted``. A run whose forecast came from the fixed kernel (``source`` ``fixed`` in
+  its ``test_predictive.json``) is R0 = F3; a run made before it forecast from F1 alone.
 
 The search and its fits are the same for every candidate, so the comparison is paired
 and free of search and fit noise. Prints the means per candidate (MASE, coverage,
@@ -56,6 +61,7 @@ from band_calibration import journal_fits  # the sibling script (benchmarks/scri
 from prolas.bench.forecast_bench import suite_series
 from prolas.bench.paired import bootstrap_interval, differences, sign_test, verdict
 from prolas.gp import FitResult, hold_unseen_transitions
+from prolas.limits import FIXED_FORECAST_SEED_OFFSETS
 from prolas.report.forecast import forecast, polynomial_trend
 from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_naive_scale
 
@@ -77,6 +83,7 @@ CANDIDATES = {
     "F2": ("rolling-mix", 0, 0, "log"),
     "F2m": ("rolling-mix", 0, 0, "log"),
     "F2c": ("rolling-mix", 0, 0, "log"),
+    "F3": ("bma", 0, 0, "log"),
 }
 
 #: The fixed additive kernel of F1 and M6: a linear trend, a periodic part and a smooth
@@ -108,6 +115,20 @@ def fixed_fit(fits: dict[str, FitResult], train, config, expression: str = FIXED
     if not fit.ok:
         raise SystemExit(f"{train.name}: {key} failed to fit: {fit.error}")
     return fit
+
+
+def fixed_fits(fits: dict[str, FitResult], train, config) -> list[FitResult]:
+    """The product's fixed forecast models (:func:`prolas.report.forecast.fixed_fits`):
+    :func:`fixed_fit` at the run's fit seed, then cold fits at the other seed offsets."""
+    from prolas.gp import fit_gp
+
+    out = [fixed_fit(fits, train, config)]
+    for offset in FIXED_FORECAST_SEED_OFFSETS[1:]:
+        fit = fit_gp(FIXED, train, config.replace(seed=config.seed + offset).fit_config)
+        if not fit.ok:
+            raise SystemExit(f"{train.name}: {FIXED} failed to fit: {fit.error}")
+        out.append(fit)
+    return out
 
 
 def ranked(fits: dict[str, FitResult], k: int) -> list[FitResult]:
@@ -155,14 +176,24 @@ def series_rows(run: Path, series, season_length: int, candidates: list[str]) ->
     scale = seasonal_naive_scale(train.y, season_length)
     rows = []
     for name in candidates:
-        if CANDIDATES[name] is None:
-            # the run's forecast models; the fixed kernel (--forecast-from, default auto
-            # on a short series) is fitted cold when the search never evaluated it
+        weights = None
+        if CANDIDATES[name] is None and pred.get("source") == "fixed" and pred["method"] == "bma":
+            # the fixed kernel's fits at three seeds, mixed equally (--forecast-from,
+            # default auto on a short series)
+            models, weights = fixed_fits(fits, train, config), pred["weights"]
+            method, band, draws, score = "bma", pred.get("band", "refitted"), 0, "log"
+        elif CANDIDATES[name] is None:
+            # the run's forecast models; the fixed kernel (a run from before the mixture
+            # over seeds) is fitted cold when the search never evaluated it
             models = [
                 fits[m] if m in fits or m != FIXED else fixed_fit(fits, train, config)
                 for m in pred["models"]
             ]
             method, band, draws, score = pred["method"], pred.get("band", "refitted"), 0, "log"
+        elif name == "F3":
+            models = fixed_fits(fits, train, config)
+            weights = [1.0] * len(models)
+            method, band, draws, score = "bma", "refitted", 0, "log"
         else:
             method, k, draws, score = CANDIDATES[name]
             pool = fits
@@ -184,6 +215,7 @@ def series_rows(run: Path, series, season_length: int, candidates: list[str]) ->
                 train,
                 x_new=series.test_x,
                 method=method,
+                weights=weights,
                 band=band,
                 draws=draws,
                 band_score=score,

@@ -71,6 +71,7 @@ from prolas.limits import (
     DEFAULT_FORECAST_TREND,
     FIXED_FORECAST_BELOW,
     FIXED_FORECAST_KERNEL,
+    FIXED_FORECAST_SEED_OFFSETS,
     FORECAST_SUITES,
 )
 from prolas.many import LongSeries, ManySettings, read_long, run_many
@@ -257,13 +258,18 @@ class ForecastBenchConfig:
 
 def _forecast_source_words(source: str) -> str:
     """forecast.md's words for ``--forecast-from``."""
+    n_seeds = len(FIXED_FORECAST_SEED_OFFSETS)
+    fixed = (
+        f"the fixed kernel `{FIXED_FORECAST_KERNEL}` (its fits at {n_seeds} fit seeds "
+        "mixed with equal weights)"
+    )
     if source == "auto":
         return (
-            f"(from the fixed kernel `{FIXED_FORECAST_KERNEL}` on series of fewer than "
-            f"{FIXED_FORECAST_BELOW} training points, else from the search's top models)"
+            f"(from {fixed} on series of fewer than {FIXED_FORECAST_BELOW} training points, "
+            "else from the search's top models)"
         )
     if source == "fixed":
-        return f"(from the fixed kernel `{FIXED_FORECAST_KERNEL}`)"
+        return f"(from {fixed})"
     return "(from the search's top models)"
 
 

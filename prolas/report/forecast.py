@@ -98,6 +98,7 @@ from prolas.limits import (
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_TREND,
     FIXED_FORECAST_KERNEL,
+    FIXED_FORECAST_SEED_OFFSETS,
     FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_TRENDS,
@@ -608,7 +609,7 @@ def top_fits(
 
 def fixed_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> FitResult:
     """The fixed forecast kernel :data:`prolas.limits.FIXED_FORECAST_KERNEL` fitted on
-    ``dataset`` (``--forecast-from fixed``, and ``auto`` on a short series).
+    ``dataset`` at the search's fit seed: :func:`fixed_fits`' first fit.
 
     The search's own fit when it evaluated the expression (its highest-likelihood
     successful evaluation, e.g. a repair; refitted on all of ``dataset`` when the search
@@ -627,6 +628,21 @@ def fixed_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> F
     ]
     fit = max(evaluated, key=lambda f: f.log_likelihood) if evaluated else None
     return _on_all_points(key, fit, search_data(dataset, config), dataset, config)
+
+
+def fixed_fits(result: SearchResult, dataset: Dataset, config: SearchConfig) -> list[FitResult]:
+    """The fixed kernel's fits that ``--forecast-from fixed`` (and ``auto`` on a short
+    series) mixes with equal weights: at the search's fit seed s (:func:`fixed_fit`) and
+    cold on all of ``dataset`` at s + d for the other offsets d of
+    :data:`prolas.limits.FIXED_FORECAST_SEED_OFFSETS`, with the search's other fit
+    settings. One per offset, in that order, failed fits included (``ok`` False, with
+    their reasons).
+    """
+    fits = [fixed_fit(result, dataset, config)]
+    for offset in FIXED_FORECAST_SEED_OFFSETS[1:]:
+        other = config.replace(seed=config.seed + offset)  # the fit seed (fit_config)
+        fits.append(_on_all_points(FIXED_FORECAST_KERNEL, None, dataset, dataset, other))
+    return fits
 
 
 def _on_all_points(

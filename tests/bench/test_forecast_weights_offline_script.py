@@ -25,7 +25,7 @@ def test_rescoring_reproduces_the_run_and_scores_every_candidate(tmp_path, monke
         argv += ["--forecast-from", source]
         assert main([*argv, "--out", str(run), "--quiet"]) == 0
         out, md = tmp_path / f"{source}.csv", tmp_path / f"{source}.md"
-        args = [str(run), "--data-dir", str(DATA), "--candidates", "R0,H5,P5,T5,F1,M6"]
+        args = [str(run), "--data-dir", str(DATA), "--candidates", "R0,H5,P5,T5,F1,M6,F3"]
         # R0 must reproduce the run's own scores, or the script stops
         assert script.main([*args, "--out", str(out), "--markdown", str(md)]) == 0
         rows[source] = pd.read_csv(out).set_index("candidate")
@@ -33,7 +33,7 @@ def test_rescoring_reproduces_the_run_and_scores_every_candidate(tmp_path, monke
         got = rows[source].loc["R0", "mase"]
         assert got == pytest.approx(scores.loc["prolas", "mase"], rel=1e-9)
     search, auto = rows["search"], rows["auto"]
-    assert list(search.index) == ["R0", "H5", "P5", "T5", "F1", "M6"]
+    assert list(search.index) == ["R0", "H5", "P5", "T5", "F1", "M6", "F3"]
     assert (search["series"] == "N1410").all()
     # the run forecast with the default trend guard: T5 is the run's own forecast again,
     # from the same models, none of them with a polynomial trend
@@ -48,10 +48,13 @@ def test_rescoring_reproduces_the_run_and_scores_every_candidate(tmp_path, monke
     # F1 forecasts with the fixed kernel alone; M6 adds it to the default's models
     assert search.loc["F1", "models"] == "LIN + PER + SE:1.00"
     assert set(names(search, "M6")) == set(names(search, "R0")) | {"LIN + PER + SE"}
-    # by default the run's own forecast is F1's (the search is the same)
-    assert auto.loc["R0", "models"] == "LIN + PER + SE:1.00"
+    # F3 mixes the fixed kernel's fits at three seeds; by default the run's own forecast
+    # is F3's (the search is the same)
+    assert search.loc["F3", "models"] == " | ".join(["LIN + PER + SE:0.33"] * 3)
+    assert auto.loc["R0", "models"] == search.loc["F3", "models"]
     for key in ("mase", "coverage", "interval_score_scaled", "crps_scaled"):
-        assert auto.loc["R0", key] == pytest.approx(auto.loc["F1", key], rel=1e-9)
+        assert auto.loc["R0", key] == pytest.approx(auto.loc["F3", key], rel=1e-9)
+        assert auto.loc["F3", key] == pytest.approx(search.loc["F3", key], rel=1e-9)
         assert auto.loc["T5", key] == pytest.approx(search.loc["R0", key], rel=1e-9)
     # H5 and P5 mix the same five models, with weights that sum to 1
     for name in ("H5", "P5"):

@@ -545,31 +545,55 @@ def test_forecast_fits_use_the_fixed_kernel_once_and_fall_back_when_it_fails(
     trend_season, monkeypatch, fixed_fit_calls
 ) -> None:
     import prolas.report.forecast as fc_module
-    from prolas.fitjob import ForecastSettings, forecast_fits, source_used
+    from prolas.fitjob import ForecastSettings, forecast_fits, forecast_mixing, source_used
     from prolas.gp import FitResult
+    from prolas.limits import FIXED_FORECAST_KERNEL, FIXED_FORECAST_SEED_OFFSETS
     from prolas.search.config import SearchConfig
 
-    config = SearchConfig(method="cks", budget=2, restarts=1)
+    config = SearchConfig(method="cks", budget=2, restarts=1, seed=2)
     best = fit_gp("LIN + PER", trend_season, restarts=1)
     result = _history_of([(best, 10.0), (fit_gp("SE", trend_season, restarts=1), 9.0)])
     made = fixed_fit_calls
     settings, cache = ForecastSettings(horizon=3), {}
     first = forecast_fits(result, trend_season, config, best, settings, cache=cache)
     again = forecast_fits(result, trend_season, config, best, settings, cache=cache)
-    assert [f.expression for f in first] == ["LIN + PER + SE"] and again[0] is first[0]
-    assert len(made) == 1  # the cache keeps the fixed fit
+    # one fit per seed offset: the search's fit seed s, then cold fits at s + 3, s + 6
+    assert FIXED_FORECAST_SEED_OFFSETS == (0, 3, 6)
+    assert [f.expression for f in first] == [FIXED_FORECAST_KERNEL] * 3
+    assert all(a is b for a, b in zip(first, again)) and len(made) == 1  # cached
+    for fit, seed in zip(first, (2, 5, 8)):
+        cold = fit_gp(FIXED_FORECAST_KERNEL, trend_season, config.replace(seed=seed).fit_config)
+        assert fit.log_likelihood == cold.log_likelihood and fit.dataset is trend_season
     assert source_used(settings, trend_season, first) == "fixed"
+    # mixed with equal weights whatever --forecast says (it chooses among search models)
+    for method in ("rolling-mix", "bma", "rolling", "horizon-mix"):
+        chosen = dataclasses.replace(settings, method=method)
+        assert forecast_mixing(chosen, trend_season, first) == ("bma", [1.0, 1.0, 1.0])
     search = dataclasses.replace(settings, source="search")
     fits = forecast_fits(result, trend_season, config, best, search, cache=cache)
     assert [f.expression for f in fits] == ["LIN + PER", "SE"]
-    # a fixed kernel that fails to fit: the search's models, and the reason said
-    failed = FitResult.failed("LIN + PER + SE", 60, 6, "no optimum", 0.0)
-    monkeypatch.setattr(fc_module, "fixed_fit", lambda *args: failed)
+    assert forecast_mixing(search, trend_season, fits) == ("rolling-mix", None)
+    # one of the three fails: the other two are mixed, and that is said once
+    failed = FitResult.failed(FIXED_FORECAST_KERNEL, 60, 6, "no optimum", 0.0)
+    monkeypatch.setattr(fc_module, "fixed_fits", lambda *args: [first[0], failed, first[2]])
+    said, cache = [], {}
+    for _ in range(2):
+        fits = forecast_fits(
+            result, trend_season, config, best, settings, cache=cache, log=said.append
+        )
+        assert fits == [first[0], first[2]]
+    assert said == [
+        "forecast: 1 of the fixed kernel's 3 fits failed (no optimum); mixing the other 2"
+    ]
+    assert source_used(settings, trend_season, fits) == "fixed"
+    # all fail: the search's models, and the reason said
+    monkeypatch.setattr(fc_module, "fixed_fits", lambda *args: [failed] * 3)
     said = []
     fits = forecast_fits(result, trend_season, config, best, settings, log=said.append)
     assert [f.expression for f in fits] == ["LIN + PER", "SE"]
     assert len(said) == 1 and "failed to fit (no optimum)" in said[0]
     assert source_used(settings, trend_season, fits) == "search"  # what stood in
+    assert forecast_mixing(settings, trend_season, fits) == ("rolling-mix", None)
     with pytest.warns(RuntimeWarning, match="forecasting from the search's top models"):
         forecast_fits(result, trend_season, config, best, settings)
 
@@ -697,10 +721,10 @@ def test_cli_default_forecast_of_a_short_series_is_the_fixed_kernel(tmp_path, ca
         _, printed = capsys.readouterr()
         assert code == 0, printed
         lines[name] = next(t for t in printed.splitlines() if "forecast.csv" in t)
-    fixed_line = "the fixed kernel LIN + PER + SE (a series of fewer than 144 points;"
-    assert fixed_line in lines["short-auto"]
-    assert "the fixed kernel LIN + PER + SE (--forecast-from fixed;" in lines["short-fixed"]
-    assert "the fixed kernel LIN + PER + SE (--forecast-from fixed;" in lines["long-fixed"]
+    fixed = "the fixed kernel LIN + PER + SE, its fits at fit seeds 0, 3, 6 mixed equally"
+    assert f"{fixed} (a series of fewer than 144 points;" in lines["short-auto"]
+    assert f"{fixed} (--forecast-from fixed;" in lines["short-fixed"]
+    assert f"{fixed} (--forecast-from fixed;" in lines["long-fixed"]
     for name in ("short-search", "long-auto"):
         assert "fixed kernel" not in lines[name]
         assert "mixture weighted by each model's forecast" in lines[name]
