@@ -25,8 +25,8 @@ Modules, each importing only those above it:
 * :mod:`~prolas.bench.paired`: paired comparisons of two forecasters over series (sign
   test, bootstrap interval of the mean difference, the verdict).
 * :mod:`~prolas.bench.forecast_bench`: ``prolas bench --forecast``: the suites (tsdl,
-  m3-monthly) and their halves, prolas (through :mod:`prolas.many`) and the peers on
-  the same test points, forecast_scores.csv and forecast.md.
+  m3-monthly, m3-monthly-b) and their halves, prolas (through :mod:`prolas.many`) and
+  the peers on the same test points, forecast_scores.csv and forecast.md.
 
 The names below are re-exported so that ``from prolas import bench`` reaches them all
 (``bench.run_bench``, ``bench.thin``, ``bench.summarise`` ...).
