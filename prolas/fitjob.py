@@ -359,9 +359,11 @@ def _write_forecast(
             else "--forecast-from fixed"
         )
         seeds = ", ".join(str(config.seed + d) for d in FIXED_FORECAST_SEED_OFFSETS)
+        short = len(FIXED_FORECAST_SEED_OFFSETS) - len(fits)  # failed fits (logged)
+        failed = f", {short} of which failed" if short else ""
         how = (
-            f"the fixed kernel {fits[0].expression}, its fits at fit seeds {seeds} mixed "
-            f"equally ({why}; --forecast-from search forecasts from the search's models)"
+            f"the fixed kernel {fits[0].expression}, its fits at fit seeds {seeds}{failed} "
+            f"mixed equally ({why}; --forecast-from search forecasts from the search's models)"
         )
     elif method == "best":
         how = fc.models[0]

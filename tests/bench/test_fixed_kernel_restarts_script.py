@@ -43,3 +43,33 @@ def test_rows_reproduce_the_products_fixed_forecast_and_the_summary_counts(tmp_p
     assert f"| R8 | 1 | {int(span <= 0.5)} (" in text and "| P8 | 1 |" in text
     with pytest.raises(SystemExit):
         script.main(["--candidates", "R9", "--out", str(out)])
+
+
+def test_log_candidates_forecast_on_log_y_and_exponentiate_every_quantile(tmp_path):
+    import numpy as np
+
+    from prolas.bench.forecast_bench import suite_series
+    from prolas.gp import FitConfig, fit_gp
+    from prolas.limits import FIXED_FORECAST_KERNEL
+    from prolas.report.forecast import forecast
+
+    script = load_script("fixed_kernel_restarts")
+    ((series, _),) = suite_series("m3-monthly", str(DATA), "all", ("N1410",))
+    logged = script.log_dataset(series.train)
+    np.testing.assert_allclose(logged.y, np.log(series.train.y), rtol=1e-15)
+    fit = fit_gp(FIXED_FORECAST_KERNEL, logged, FitConfig(restarts=8, seed=0))
+    fc = forecast([fit], logged, x_new=series.test_x, method="rolling-mix", band="refitted")
+    pred = script.exp_predictive(fc)
+    # one Gaussian on log y: the median is exp(mean), the band's ends exp(log-scale ends)
+    np.testing.assert_allclose(pred.mean, np.exp(fc.mean), rtol=1e-9)
+    np.testing.assert_allclose(pred.lower, np.exp(fc.lower), rtol=1e-12)
+    assert np.all(np.diff(pred.quantiles, axis=1) > 0) and np.all(pred.lower > 0)
+    # the script's L8 row is that forecast's scores
+    out = tmp_path / "rows.csv"
+    args = ["--series", "N1410", "--seeds", "0", "--candidates", "L8", "--out", str(out)]
+    assert script.main([*args, "--data-dir", str(DATA)]) == 0
+    row = pd.read_csv(out).iloc[0]
+    assert bool(row["on_log_y"]) and row["log_likelihood"] == pytest.approx(fit.log_likelihood)
+    scale = script.seasonal_naive_scale(series.train.y, 12)
+    scores = script.score_forecast(series.test_y, pred, scale)
+    assert row["mase"] == pytest.approx(scores["mase"], rel=1e-9)

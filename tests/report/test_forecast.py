@@ -542,7 +542,7 @@ def test_forecast_source_auto_is_the_fixed_kernel_below_144_points(airline) -> N
 
 
 def test_forecast_fits_use_the_fixed_kernel_once_and_fall_back_when_it_fails(
-    trend_season, monkeypatch, fixed_fit_calls
+    trend_season, monkeypatch, fixed_fit_calls, tmp_path
 ) -> None:
     import prolas.report.forecast as fc_module
     from prolas.fitjob import ForecastSettings, forecast_fits, forecast_mixing, source_used
@@ -586,6 +586,13 @@ def test_forecast_fits_use_the_fixed_kernel_once_and_fall_back_when_it_fails(
         "forecast: 1 of the fixed kernel's 3 fits failed (no optimum); mixing the other 2"
     ]
     assert source_used(settings, trend_season, fits) == "fixed"
+    # the summary line says which seeds were fitted and that one failed
+    from prolas.fitjob import _write_forecast
+
+    line, _ = _write_forecast(tmp_path, trend_season, config, best, fits, settings)
+    assert "its fits at fit seeds 2, 5, 8, 1 of which failed mixed equally" in line
+    line, _ = _write_forecast(tmp_path, trend_season, config, best, first, settings)
+    assert "its fits at fit seeds 2, 5, 8 mixed equally" in line
     # all fail: the search's models, and the reason said
     monkeypatch.setattr(fc_module, "fixed_fits", lambda *args: [failed] * 3)
     said = []
