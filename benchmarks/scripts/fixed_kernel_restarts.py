@@ -12,6 +12,10 @@ scale at period 12). Candidates (``benchmarks/results/fixed_kernel_restarts/``):
 * ``P8``: 8 restarts, all 8 polished (``keep=8``);
 * ``E3``: R8's fits at seeds s, s + 3, s + 6 mixed with equal weights (``bma`` with
   weights 1, 1, 1; stage 2).
+* ``S3``, ``S1``: E3 and R8 with ``PER``'s period fixed at the season, ``SEASON_STEPS``
+  steps of the data's median spacing (one year on M3's x): :func:`fixed_season` gives the
+  period the box ``[p, p]`` during the fits and the forecast, whose band refits keep it
+  too (``benchmarks/results/fixed_season/``).
 * ``L8``, ``LE3``: R8 and E3 fitted and forecast on log y (when every training value is
   positive; else as R8 and E3), back on y's scale: every quantile is exp of the log-scale
   quantile, the point forecast exp of the log-scale median
@@ -28,10 +32,13 @@ per fit and, per seed, the mean MASE, 95 % coverage, scaled interval score and C
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +46,7 @@ import pandas as pd
 
 from prolas.bench.forecast_bench import suite_series
 from prolas.data import Dataset
-from prolas.gp import FitConfig, fit_gp
+from prolas.gp import FitConfig, fit_gp, gram
 from prolas.limits import FIXED_FORECAST_KERNEL, LENGTHSCALE_FLOOR
 from prolas.report.forecast import Forecast, forecast, mixture_quantiles
 from prolas.report.scoring import (
@@ -58,11 +65,17 @@ CANDIDATES = {
     "E3": {"restarts": 8},
     "L8": {"restarts": 8},
     "LE3": {"restarts": 8},
+    "S3": {"restarts": 8},
+    "S1": {"restarts": 8},
 }
 
 #: Candidates whose fits are mixtures over seeds, and those fitted on log y.
-MIXTURES = ("E3", "LE3")
+MIXTURES = ("E3", "LE3", "S3")
 ON_LOG_Y = ("L8", "LE3")
+#: Candidates whose ``PER`` period is fixed at the season (:func:`fixed_season`).
+SEASONAL = ("S3", "S1")
+#: The season in steps of the data's spacing (monthly series).
+SEASON_STEPS = 12
 
 #: E3's fits: seed s and these offsets from it.
 MIXTURE_SEED_OFFSETS = (0, 3, 6)
@@ -73,9 +86,42 @@ SCORES = ("rmse", "mase", "coverage", "interval_score_scaled", "crps_scaled")
 STABLE_NATS = 0.5
 
 
+@contextmanager
+def fixed_season(steps: float):
+    """``PER``'s period fixed at ``steps`` median spacings Δ in every fit inside the block.
+
+    :func:`prolas.gp.gram.parameter_layout` receives the Nyquist floor ``2Δ / span`` (the
+    fit's scaled units), so the season is ``steps / 2`` times it; the period's box becomes
+    that single value (L-BFGS-B keeps a variable with equal bounds fixed; the starts and
+    hops are clipped into the box).
+    """
+    original = gram.parameter_layout
+
+    def layout(terms, period_floor, lengthscale_floor=0.0):
+        params = original(terms, period_floor, lengthscale_floor)
+        p = math.log(0.5 * steps * period_floor)
+        return tuple(
+            replace(q, lower=p, upper=p) if (q.kernel, q.name) == ("PER", "period") else q
+            for q in params
+        )
+
+    gram.parameter_layout = layout
+    try:
+        yield
+    finally:
+        gram.parameter_layout = original
+
+
 def series_row(series, seed: int, name: str) -> dict:
     """One (series, seed, candidate): the cold fit, its forecast of the test inputs and
     their scores."""
+    if name in SEASONAL:
+        with fixed_season(SEASON_STEPS):
+            return _series_row(series, seed, name)
+    return _series_row(series, seed, name)
+
+
+def _series_row(series, seed: int, name: str) -> dict:
     offsets = MIXTURE_SEED_OFFSETS if name in MIXTURES else (0,)
     on_log = name in ON_LOG_Y and bool(np.all(series.train.y > 0))
     data = log_dataset(series.train) if on_log else series.train
@@ -116,6 +162,7 @@ def series_row(series, seed: int, name: str) -> dict:
         "status": "ok",
         "log_likelihood": fit.log_likelihood,
         "band_scale": fc.band_scale,
+        "period": fit.period("PER"),
         **{k: scores[k] for k in SCORES},
     }
 
