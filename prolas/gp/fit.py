@@ -180,6 +180,12 @@ class FitConfig:
             units (:mod:`prolas.gp.prior`; larger is weaker) under which the presampled
             starts are ranked and the screen runs; the polish and the hops maximise the
             likelihood alone. 0: off, the screen ranks by likelihood.
+        season: every period (``PER``'s) held at this value in x's units instead of
+            fitted, e.g. 1 for a yearly season on x in years; the fit then has one free
+            parameter fewer per periodic factor (``n_params`` and BIC count the free
+            ones). 0 (default): periods are fitted. The fixed forecast kernel uses it
+            (:func:`prolas.report.forecast.season_period`,
+            ``benchmarks/results/fixed_season/``).
     """
 
     restarts: int = 8
@@ -200,6 +206,7 @@ class FitConfig:
     term_twins: int = 0
     twins_replace: bool = False
     prior: float = 0.0
+    season: float = 0.0
 
     def schedule(self) -> tuple[tuple[int, int, int], ...]:
         """The screening stages before the polish, each ``(candidates, iterations,
@@ -221,6 +228,8 @@ class FitConfig:
             raise ProlasError(f"the seed must be an integer >= 0, got {self.seed!r}")
         if not (math.isfinite(self.prior) and self.prior >= 0):
             raise ProlasError(f"the prior's width must be a finite number >= 0, got {self.prior!r}")
+        if not (math.isfinite(self.season) and self.season >= 0):
+            raise ProlasError(f"the season must be a finite number >= 0, got {self.season!r}")
         object.__setattr__(self, "seed", int(self.seed))  # a plain int in fit-cache keys
 
     def key(self) -> dict:
@@ -230,7 +239,8 @@ class FitConfig:
         d = asdict(self)
         if d["lengthscale_floor"] == 0.0:
             del d["lengthscale_floor"]
-        for name, default in (("term_twins", 0), ("twins_replace", False), ("prior", 0.0)):
+        defaults = (("term_twins", 0), ("twins_replace", False), ("prior", 0.0), ("season", 0.0))
+        for name, default in defaults:
             if d[name] == default:  # keys written before the field existed lack it
                 del d[name]
         d["algorithm"] = FIT_ALGORITHM
@@ -613,11 +623,16 @@ def _fit_gp(
     floor_t = 2.0 * dataset.spacing / s
     ls_floor_t = float(config.lengthscale_floor) * dataset.spacing / s
     hints = tuple(p / s for p in dataset.period_hints)  # a search view's full-series periods
+    season_t = float(config.season) / s if config.season > 0 else 0.0
     if not (math.isfinite(s) and s > 0 and np.all(np.isfinite(t)) and np.all(np.isfinite(y))):
         return _failed(expr, dataset, t_start, "inputs or targets not finite after scaling", R)
     if not cold and not inits:
         return _failed(expr, dataset, t_start, "no fit to start from (cold=False)", R)
-    model = GramModel(expr, t, floor_t, ls_floor_t)
+    if 0 < season_t < floor_t:
+        return _failed(
+            expr, dataset, t_start, f"season {config.season:g} below two steps of the data", R
+        )
+    model = GramModel(expr, t, floor_t, ls_floor_t, season_t)
     subsets: dict[int, tuple[GramModel, np.ndarray]] = {}
 
     def on_points(points: int) -> tuple[GramModel, np.ndarray]:
@@ -626,7 +641,7 @@ def _fit_gp(
         if idx.size == dataset.n:
             return model, y
         if idx.size not in subsets:
-            subsets[idx.size] = (GramModel(expr, t[idx], floor_t, ls_floor_t), y[idx])
+            subsets[idx.size] = (GramModel(expr, t[idx], floor_t, ls_floor_t, season_t), y[idx])
         return subsets[idx.size]
 
     def screened_on(points: int) -> tuple[GramModel, np.ndarray]:
@@ -708,7 +723,9 @@ def _fit_gp(
         polished = [p for p, _ in polished]
         restart_lls = tuple(float(ll) for _, ll in polished)
         for theta, ll in polished:
-            fit = _natural_fit(expr, model, theta, ll, dataset, R, restart_lls, errors)
+            fit = _natural_fit(
+                expr, model, theta, ll, dataset, R, restart_lls, errors, config.season
+            )
             if fit is not None:
                 return replace(fit, seconds=time.perf_counter() - t_start, dataset=dataset)
     return _failed(expr, dataset, t_start, "; ".join(errors) or "fit failed", R)
@@ -723,10 +740,15 @@ def _natural_fit(
     R: int,
     restart_lls: tuple[float, ...],
     errors: list[str],
+    season: float = 0.0,
 ) -> FitResult | None:
     """The fit at ``theta`` in x's own units, its log-likelihood recomputed there; ``None``
-    (the reason appended to ``errors``) when it cannot be represented or is not finite."""
+    (the reason appended to ``errors``) when it cannot be represented or is not finite.
+    With a ``season`` (:attr:`FitConfig.season`) the fixed periods are not counted in
+    ``n_params`` and BIC."""
     x0, s = float(dataset.x[0]), float(dataset.span)
+    fixed = sum(p.name == "period" for p in model.params) if model.fixed_period > 0 else 0
+    k = expr.n_params - fixed
     try:
         terms, noise = theta_to_natural(model, theta, x0, s)
     except (OverflowError, ZeroDivisionError) as exc:
@@ -738,11 +760,12 @@ def _natural_fit(
         expression=str(expr),
         status="ok",
         n=dataset.n,
-        n_params=expr.n_params,
+        n_params=k,
         terms=terms,
         noise_variance=noise,
         restarts=R,
         restart_log_likelihoods=restart_lls,
+        season=float(season) if fixed else 0.0,
     )
     ll_nat = _natural_log_likelihood(fit, dataset)
     if not math.isfinite(ll_nat):
@@ -755,7 +778,7 @@ def _natural_fit(
             NumericsWarning,
             stacklevel=3,
         )
-    fit = replace(fit, log_likelihood=ll_nat, bic=bic(ll_nat, expr.n_params, dataset.n))
+    fit = replace(fit, log_likelihood=ll_nat, bic=bic(ll_nat, k, dataset.n))
     problem = first_non_finite(fit.to_json())
     if problem is not None:
         errors.append(f"non-finite {problem}")

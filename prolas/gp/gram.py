@@ -45,6 +45,7 @@ from prolas.expr import CHANGE_FACTORS, Expression, factor_group, factor_kernel
 from prolas.kernels import OPERATORS, factor
 from prolas.kernels.spec import (
     DIMENSIONLESS,
+    NYQUIST_FLOOR,
     GramGrid,
     MarginalDerivative,
     exp_or_inf,
@@ -134,7 +135,10 @@ _LOG_NOISE = (math.log(NOISE_FLOOR), math.log(10.0))
 
 
 def parameter_layout(
-    terms: tuple[tuple[str, ...], ...], period_floor: float, lengthscale_floor: float = 0.0
+    terms: tuple[tuple[str, ...], ...],
+    period_floor: float,
+    lengthscale_floor: float = 0.0,
+    fixed_period: float = 0.0,
 ) -> tuple[ParamInfo, ...]:
     """The entries of ``theta`` for a canonical sum of products (module docstring):
     each change operator's shape parameters once, then per term its log variance and each
@@ -144,12 +148,17 @@ def parameter_layout(
     Each shape parameter's log scale, unit and box come from its kernel's entry in
     :mod:`prolas.kernels`; ``period_floor`` (2Δ, Nyquist) and ``lengthscale_floor`` (scaled
     units, 0 = none; :class:`prolas.gp.FitConfig.lengthscale_floor`) raise the lower
-    bounds of the parameters that declare those floors.
+    bounds of the parameters that declare those floors. ``fixed_period > 0`` (scaled
+    units; :attr:`prolas.gp.FitConfig.season`) makes every period's box that one value,
+    ``[log p, log p]``: L-BFGS-B keeps a variable with equal bounds where it is, and the
+    starts are clipped into the box, so the period is not fitted.
     """
     params: list[ParamInfo] = []
 
     def add(term: int, j: int, kernel: str, spec, group: int = -1) -> None:
         lo, hi = spec.box(period_floor, lengthscale_floor)
+        if fixed_period > 0 and spec.floor == NYQUIST_FLOOR:
+            lo = hi = math.log(fixed_period)
         params.append(ParamInfo(term, j, kernel, spec.name, spec.log, lo, hi, group, spec.unit))
 
     # change operators first, once per group (shared by every term on their sides)
@@ -185,17 +194,27 @@ class GramModel:
         period_floor: PER's lower bound on the period in units of ``t`` (Nyquist 2Δ).
         lengthscale_floor: SE and RQ lengthscales' lower bound in units of ``t`` (0: none
             beyond the numerical bound).
+        fixed_period: every period held at this value in units of ``t`` (0: fitted;
+            :func:`parameter_layout`).
     """
 
     def __init__(
-        self, expr: Expression, t: np.ndarray, period_floor: float, lengthscale_floor: float = 0.0
+        self,
+        expr: Expression,
+        t: np.ndarray,
+        period_floor: float,
+        lengthscale_floor: float = 0.0,
+        fixed_period: float = 0.0,
     ) -> None:
         self.expr = expr
         self.period_floor, self.lengthscale_floor = float(period_floor), float(lengthscale_floor)
+        self.fixed_period = float(fixed_period)
         self.terms: tuple[tuple[str, ...], ...] = tuple(tuple(term) for term in expr.terms)
         self.t = np.asarray(t, dtype=np.float64).reshape(-1)
         self.n = self.t.size
-        self.params = parameter_layout(self.terms, period_floor, lengthscale_floor)
+        self.params = parameter_layout(
+            self.terms, period_floor, lengthscale_floor, self.fixed_period
+        )
         params = self.params
         # where each term's variance and each factor's parameters sit in theta
         self._variance_index = [k for k, p in enumerate(params) if p.name == "variance"]

@@ -72,6 +72,10 @@ class FitResult:
     #: the name of the approximation it comes from (e.g. ``"sgpr-512"``: the collapsed
     #: variational lower bound with 512 inducing points, :mod:`prolas.gp.scalable`).
     approximation: str | None = None
+    #: The value every period was held at instead of fitted, in x's units
+    #: (:attr:`prolas.gp.FitConfig.season`); 0 when the periods were fitted. A refit of
+    #: the model (the forecast band's, :func:`prolas.report.forecast.band_scale`) keeps it.
+    season: float = 0.0
     #: The data the model is conditioned on, when known (a search's best and top models
     #: carry it): :func:`prolas.gp.predict` and :func:`prolas.gp.decompose` use it when
     #: no dataset is passed. Not part of result.json, of equality or of the repr.
