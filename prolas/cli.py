@@ -258,8 +258,9 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         choices=FORECAST_SOURCES,
         help="with --horizon: the models the forecast mixes or chooses from: search = the "
         f"search's top models; fixed = the one fixed kernel {FIXED_FORECAST_KERNEL} (a "
-        "linear trend, a periodic part and a smooth part) fitted on the series at three fit "
-        "seeds and mixed with equal weights, whatever the search found and whatever "
+        "linear trend, a periodic part held at the season, see --season-length, and a smooth "
+        "part) fitted on the series at three fit seeds and mixed with equal weights, "
+        "whatever the search found and whatever "
         f"--forecast says; auto = fixed for a series of fewer than {FIXED_FORECAST_BELOW} "
         "points, else search (default "
         f"{DEFAULT_FORECAST_SOURCE}: on short M3 monthly series it gave a lower MASE than "
@@ -288,11 +289,12 @@ def _forecast_settings(args: argparse.Namespace) -> ForecastSettings:
     band = getattr(args, "forecast_band", None)
     trend = getattr(args, "forecast_trend", None)
     source = getattr(args, "forecast_from", None)
+    season = getattr(args, "forecast_season", None)
     if horizon is None:
-        if any(v is not None for v in (method, models, band, trend, source)):
+        if any(v is not None for v in (method, models, band, trend, source, season)):
             raise ProlasError(
-                "--forecast, --forecast-models, --forecast-band, --forecast-trend and "
-                "--forecast-from need --horizon H"
+                "--forecast, --forecast-models, --forecast-band, --forecast-trend, "
+                "--forecast-from and --season-length need --horizon H"
             )
         return ForecastSettings()
     from prolas.report.forecast import MAX_HORIZON
@@ -301,6 +303,11 @@ def _forecast_settings(args: argparse.Namespace) -> ForecastSettings:
     if h > MAX_HORIZON:
         raise ProlasError(f"--horizon {h} is beyond the limit of {MAX_HORIZON} steps")
     k = FORECAST_MODELS if models is None else positive("--forecast-models", models)
+    if season is not None:
+        try:
+            season = int(season)
+        except ValueError:
+            raise ProlasError(f"--season-length must be an integer >= 0, got {season!r}") from None
     return ForecastSettings(
         h,
         method or DEFAULT_FORECAST,
@@ -308,6 +315,7 @@ def _forecast_settings(args: argparse.Namespace) -> ForecastSettings:
         band or DEFAULT_FORECAST_BAND,
         trend or DEFAULT_FORECAST_TREND,
         source or DEFAULT_FORECAST_SOURCE,
+        season,
     )
 
 
@@ -349,6 +357,17 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--force", action="store_true", help="replace an earlier result in --out")
     fit.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     _add_forecast_args(fit)
+    fit.add_argument(
+        "--season-length",
+        dest="forecast_season",
+        metavar="M",
+        help="with --horizon: the season in steps of the data's spacing (12 for monthly "
+        "data) at which the fixed kernel's periodic part is held when the forecast comes "
+        "from it; 0 fits its period like the other hyperparameters (default: one year "
+        "when x holds dates a month or a quarter apart, else fitted; on short M3 monthly "
+        "series holding it lowered the mean MASE from 0.85 to 0.80: "
+        "benchmarks/results/fixed_season/)",
+    )
     _add_execution_args(fit)
     fit.set_defaults(func=cmd_fit)
 
@@ -446,7 +465,9 @@ def _add_fit_many_parser(sub) -> None:
         default=1,
         metavar="M",
         help="seasonal period of the MASE scale (the seasonal naive forecast's in-sample "
-        "error; 12 for monthly data; default 1, the naive forecast)",
+        "error; 12 for monthly data; default 1, the naive forecast); 2 or more also holds "
+        "the fixed forecast kernel's period at M steps (default: one year for dates a month "
+        "or a quarter apart, else fitted)",
     )
     fm.add_argument(
         "--dropna", action="store_true", help="drop rows with NaN/inf instead of failing the series"
@@ -691,7 +712,8 @@ def _kernel_search(args: argparse.Namespace):
 
     config = dataclasses.asdict(_search_config(args))
     execution = {"workers": args.workers, "scheduler": args.scheduler}
-    return KernelSearch(**config, **execution, dask_local=args.dask_local)
+    season = _forecast_settings(args).season_length  # the fixed forecast kernel's season
+    return KernelSearch(**config, **execution, dask_local=args.dask_local, season_length=season)
 
 
 def _search_into(out: Path, args: argparse.Namespace, ks, dataset, test_ds) -> int:

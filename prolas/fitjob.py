@@ -88,6 +88,11 @@ class ForecastSettings:
             for a series of fewer than :data:`prolas.limits.FIXED_FORECAST_BELOW`
             points, else ``search``; :func:`forecast_source`). ``method="best"`` always
             forecasts from the search's best model.
+        season_length: the season in steps of the data's spacing at which the fixed
+            kernel's period is held (``--season-length``;
+            :func:`prolas.report.forecast.season_period`): ``None`` reads it from the
+            calendar (one year for dates a month or quarter apart), 0 or 1 fits the
+            period.
     """
 
     horizon: int | None = None
@@ -96,6 +101,7 @@ class ForecastSettings:
     band: str = DEFAULT_FORECAST_BAND
     trend: str = DEFAULT_FORECAST_TREND
     source: str = DEFAULT_FORECAST_SOURCE
+    season_length: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in FORECAST_METHODS:
@@ -115,6 +121,8 @@ class ForecastSettings:
             raise ProlasError("--forecast-models must be a positive integer")
         if self.horizon is not None and self.horizon < 1:
             raise ProlasError("--horizon must be a positive integer")
+        if self.season_length is not None and self.season_length < 0:
+            raise ProlasError("--season-length must be an integer >= 0")
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,7 +229,7 @@ def forecast_fits(
     forecasts of the same search (the first ``k`` of a longer top list made before are
     the shorter list).
     """
-    from prolas.report.forecast import fixed_fits, top_fits
+    from prolas.report.forecast import fixed_fits, season_period, top_fits
 
     source = forecast_source(settings, dataset)
     if source == "best":
@@ -230,7 +238,8 @@ def forecast_fits(
     if source == "fixed":
         fresh = "fixed" not in cache
         if fresh:
-            cache["fixed"] = fixed_fits(result, dataset, config)
+            season = season_period(dataset, settings.season_length)
+            cache["fixed"] = fixed_fits(result, dataset, config, season)
         fits = cache["fixed"]
         ok = [f for f in fits if f.ok]
         failed = [f for f in fits if not f.ok]
@@ -361,9 +370,11 @@ def _write_forecast(
         seeds = ", ".join(str(config.seed + d) for d in FIXED_FORECAST_SEED_OFFSETS)
         short = len(FIXED_FORECAST_SEED_OFFSETS) - len(fits)  # failed fits (logged)
         failed = f", {short} of which failed" if short else ""
+        held = f", its period held at the season ({fits[0].season:.6g})" if fits[0].season else ""
         how = (
-            f"the fixed kernel {fits[0].expression}, its fits at fit seeds {seeds}{failed} "
-            f"mixed equally ({why}; --forecast-from search forecasts from the search's models)"
+            f"the fixed kernel {fits[0].expression}{held}, its fits at fit seeds "
+            f"{seeds}{failed} mixed equally ({why}; --forecast-from search forecasts from "
+            "the search's models)"
         )
     elif method == "best":
         how = fc.models[0]
@@ -455,6 +466,8 @@ def write_test_forecast(
         "trend": settings.trend,
         "season_length": season_length,
         "models": list(fc.models),
+        # the period the fixed kernel's fits held (0: fitted; not the fixed kernel: None)
+        "season": fits[0].season if source_used(settings, dataset, fits) == "fixed" else None,
         "weights": list(fc.weights),
         "band_scale": fc.band_scale,
         "x": test_x.tolist(),

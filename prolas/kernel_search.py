@@ -135,6 +135,7 @@ def _forecast_settings(
     band: str = DEFAULT_FORECAST_BAND,
     trend: str = DEFAULT_FORECAST_TREND,
     source: str = DEFAULT_FORECAST_SOURCE,
+    season_length: int | None = None,
 ) -> ForecastSettings:
     """The forecast arguments of :meth:`KernelSearch.forecast` and ``save``, checked with
     the names the caller used."""
@@ -153,7 +154,7 @@ def _forecast_settings(
         )
     horizon = _positive_or_none(horizon, "horizon")
     models = _positive_or_none(models, "models")
-    return ForecastSettings(horizon, method, models, band, trend, source)
+    return ForecastSettings(horizon, method, models, band, trend, source, season_length)
 
 
 class KernelSearch:
@@ -170,6 +171,10 @@ class KernelSearch:
             in-process); ``scheduler`` (a Dask address) and ``dask_local`` (a Dask
             LocalCluster of N workers) fit on Dask instead. Where the fits run does not
             change the result.
+        season_length: the season in steps of the data's spacing at which the fixed
+            forecast kernel's period is held (12 for monthly data; 0: fitted; None, the
+            default: one year when x holds dates a month or a quarter apart, else fitted;
+            :func:`prolas.report.forecast.season_period`). Forecasts only.
         **settings: the other fields of :class:`prolas.search.config.SearchConfig`
             (``depth``, ``change``, ``grammar``, ``checkpoint``, ``batch``,
             ``search_points``, ``lengthscale_floor``, ``warm_start``, ...).
@@ -188,6 +193,7 @@ class KernelSearch:
         workers: int | None = None,
         scheduler: str | None = None,
         dask_local: int | None = None,
+        season_length: int | None = None,
         **settings,
     ) -> None:
         known = {f.name for f in dataclasses.fields(SearchConfig)}
@@ -203,6 +209,13 @@ class KernelSearch:
         self.config = SearchConfig(
             method=method, budget=int(budget), restarts=int(restarts), seed=int(seed), **settings
         )
+        if season_length is not None and (
+            isinstance(season_length, bool)
+            or not isinstance(season_length, int | np.integer)
+            or season_length < 0
+        ):
+            raise ProlasError(f"season_length must be an integer >= 0, got {season_length!r}")
+        self.season_length = None if season_length is None else int(season_length)
         self.workers = _positive_or_none(workers, "workers")
         self.dask_local = _positive_or_none(dask_local, "dask_local")
         self.scheduler = scheduler
@@ -410,7 +423,9 @@ class KernelSearch:
             raise ProlasError(f"level is a percentage between 1 and 100 (e.g. 95), got {level}")
         if (horizon is None) == (x is None):
             raise ProlasError("give exactly one of horizon (future steps) and x (inputs)")
-        settings = _forecast_settings(horizon, method, models, band, trend, source)
+        settings = _forecast_settings(
+            horizon, method, models, band, trend, source, self.season_length
+        )
         xs = None if x is None else self._inputs(x)
         xkey = None if xs is None else xs.tobytes()
         key = (horizon, xkey, float(level), method, models, band, trend, source)
@@ -610,7 +625,9 @@ class KernelSearch:
 
         self._fitted()
         test_data = self._test_data(test)
-        settings = _forecast_settings(horizon, method, models, band, trend, source)
+        settings = _forecast_settings(
+            horizon, method, models, band, trend, source, self.season_length
+        )
         with claim_output_dir(Path(out), "KernelSearch.save", force=force, resume=False):
             with restore_threads():
                 written = write_outputs(

@@ -37,7 +37,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -432,6 +432,11 @@ def fit_series(series: LongSeries, folder: Path, settings: ManySettings) -> dict
         row["n_train"] = series.train.n
         folder.mkdir(parents=True, exist_ok=True)
         config = settings.config
+        m = series.season_length or settings.season_length
+        forecast_settings = settings.forecast
+        if forecast_settings.season_length is None and m >= 2:
+            # the scores' season is the fixed forecast kernel's season too
+            forecast_settings = replace(forecast_settings, season_length=m)
         journal = _journal(folder, series.train, config)
         try:
             result, best = run_search(series.train, config, journal=journal)
@@ -445,20 +450,19 @@ def fit_series(series: LongSeries, folder: Path, settings: ManySettings) -> dict
             result,
             best,
             test_dataset=_test_dataset(series),
-            forecast=settings.forecast,
+            forecast=forecast_settings,
         )
         row.update(expression=best.expression, bic=best.bic)
         fits = written.fits  # the forecast's models (None without a horizon)
         if series.test_x.size:
             begun = time.perf_counter()
-            fits = fits or forecast_fits(result, series.train, config, best, settings.forecast)
-            m = series.season_length or settings.season_length
+            fits = fits or forecast_fits(result, series.train, config, best, forecast_settings)
             row.update(
                 write_test_forecast(
                     folder,
                     series.train,
                     fits,
-                    settings.forecast,
+                    forecast_settings,
                     series.test_x,
                     series.test_y,
                     m,
@@ -468,7 +472,7 @@ def fit_series(series: LongSeries, folder: Path, settings: ManySettings) -> dict
             # predictive): with the search's, what a forecaster pays per series
             timing["forecast_seconds"] = time.perf_counter() - begun
         if fits is not None:
-            row["forecast_from"] = source_used(settings.forecast, series.train, fits)
+            row["forecast_from"] = source_used(forecast_settings, series.train, fits)
         row["status"] = "ok"
     except KeyboardInterrupt:
         raise

@@ -131,6 +131,8 @@ def test_fit_many_parallel_bad_series_skipped_and_resume_refits_nothing(tmp_path
         assert predictive["source"] == "fixed" and predictive["method"] == "bma"
         assert predictive["models"] == ["LIN + PER + SE"] * 3  # its fits at three seeds
         assert predictive["weights"] == pytest.approx([1 / 3] * 3)
+        # --season-length 12 holds the fixed kernel's period at 12 steps (x in years: 1)
+        assert predictive["season"] == pytest.approx(1.0, rel=1e-9)
 
     stamps = {
         p: p.stat().st_mtime_ns

@@ -12,10 +12,10 @@ scale at period 12). Candidates (``benchmarks/results/fixed_kernel_restarts/``):
 * ``P8``: 8 restarts, all 8 polished (``keep=8``);
 * ``E3``: R8's fits at seeds s, s + 3, s + 6 mixed with equal weights (``bma`` with
   weights 1, 1, 1; stage 2).
-* ``S3``, ``S1``: E3 and R8 with ``PER``'s period fixed at the season, ``SEASON_STEPS``
-  steps of the data's median spacing (one year on M3's x): :func:`fixed_season` gives the
-  period the box ``[p, p]`` during the fits and the forecast, whose band refits keep it
-  too (``benchmarks/results/fixed_season/``).
+* ``S3``, ``S1``: E3 and R8 with ``PER``'s period held at the season, ``SEASON_STEPS``
+  steps of the data's median spacing (one year on M3's x): ``FitConfig.season``, which
+  the band's refits keep (``benchmarks/results/fixed_season/``; its first runs used a
+  patch of the fitter's layout that gave the same fits).
 * ``L8``, ``LE3``: R8 and E3 fitted and forecast on log y (when every training value is
   positive; else as R8 and E3), back on y's scale: every quantile is exp of the log-scale
   quantile, the point forecast exp of the log-scale median
@@ -32,13 +32,10 @@ per fit and, per seed, the mean MASE, 95 % coverage, scaled interval score and C
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +43,7 @@ import pandas as pd
 
 from prolas.bench.forecast_bench import suite_series
 from prolas.data import Dataset
-from prolas.gp import FitConfig, fit_gp, gram
+from prolas.gp import FitConfig, fit_gp
 from prolas.limits import FIXED_FORECAST_KERNEL, LENGTHSCALE_FLOOR
 from prolas.report.forecast import Forecast, forecast, mixture_quantiles
 from prolas.report.scoring import (
@@ -86,51 +83,21 @@ SCORES = ("rmse", "mase", "coverage", "interval_score_scaled", "crps_scaled")
 STABLE_NATS = 0.5
 
 
-@contextmanager
-def fixed_season(steps: float):
-    """``PER``'s period fixed at ``steps`` median spacings Δ in every fit inside the block.
-
-    :func:`prolas.gp.gram.parameter_layout` receives the Nyquist floor ``2Δ / span`` (the
-    fit's scaled units), so the season is ``steps / 2`` times it; the period's box becomes
-    that single value (L-BFGS-B keeps a variable with equal bounds fixed; the starts and
-    hops are clipped into the box).
-    """
-    original = gram.parameter_layout
-
-    def layout(terms, period_floor, lengthscale_floor=0.0):
-        params = original(terms, period_floor, lengthscale_floor)
-        p = math.log(0.5 * steps * period_floor)
-        return tuple(
-            replace(q, lower=p, upper=p) if (q.kernel, q.name) == ("PER", "period") else q
-            for q in params
-        )
-
-    gram.parameter_layout = layout
-    try:
-        yield
-    finally:
-        gram.parameter_layout = original
-
-
 def series_row(series, seed: int, name: str) -> dict:
-    """One (series, seed, candidate): the cold fit, its forecast of the test inputs and
+    """One (series, seed, candidate): the cold fits, their forecast of the test inputs and
     their scores."""
-    if name in SEASONAL:
-        with fixed_season(SEASON_STEPS):
-            return _series_row(series, seed, name)
-    return _series_row(series, seed, name)
-
-
-def _series_row(series, seed: int, name: str) -> dict:
     offsets = MIXTURE_SEED_OFFSETS if name in MIXTURES else (0,)
     on_log = name in ON_LOG_Y and bool(np.all(series.train.y > 0))
     data = log_dataset(series.train) if on_log else series.train
+    # the product's FitConfig.season (x's units); the band's refits keep it (FitResult.season)
+    season = SEASON_STEPS * data.spacing if name in SEASONAL else 0.0
+    settings = {**CANDIDATES[name], "season": season}
     t0 = time.perf_counter()
     fits = [
         fit_gp(
             FIXED_FORECAST_KERNEL,
             data,
-            FitConfig(seed=seed + k, lengthscale_floor=LENGTHSCALE_FLOOR, **CANDIDATES[name]),
+            FitConfig(seed=seed + k, lengthscale_floor=LENGTHSCALE_FLOOR, **settings),
         )
         for k in offsets
     ]

@@ -31,7 +31,9 @@ each candidate through :func:`prolas.report.forecast.forecast`:
   F1's fit and cold fits at the run's fit seed plus 3 and 6
   (:data:`prolas.limits.FIXED_FORECAST_SEED_OFFSETS`), mixed with equal weights, band
   ``refitted``. A run whose forecast came from the fixed kernel (``source`` ``fixed`` in
-  its ``test_predictive.json``) is R0 = F3; a run made before it forecast from F1 alone.
+  its ``test_predictive.json``) is R0 = F3; a run made before it forecast from F1 alone;
+  a run whose ``test_predictive.json`` records a ``season`` held the period there
+  (``benchmarks/results/fixed_season/``), and its R0 does too (F3 stays free).
 
 The search and its fits are the same for every candidate, so the comparison is paired
 and free of search and fit noise. Prints the means per candidate (MASE, coverage,
@@ -52,6 +54,7 @@ import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -117,11 +120,22 @@ def fixed_fit(fits: dict[str, FitResult], train, config, expression: str = FIXED
     return fit
 
 
-def fixed_fits(fits: dict[str, FitResult], train, config) -> list[FitResult]:
+def fixed_fits(fits: dict[str, FitResult], train, config, season: float = 0.0) -> list[FitResult]:
     """The product's fixed forecast models (:func:`prolas.report.forecast.fixed_fits`):
-    :func:`fixed_fit` at the run's fit seed, then cold fits at the other seed offsets."""
+    :func:`fixed_fit` at the run's fit seed, then cold fits at the other seed offsets;
+    with a ``season`` (the period held, a run since ``benchmarks/results/fixed_season/``)
+    every fit is cold, with the period held there."""
     from prolas.gp import fit_gp
 
+    if season > 0:
+        out = []
+        for offset in FIXED_FORECAST_SEED_OFFSETS:
+            held = replace(config.replace(seed=config.seed + offset).fit_config, season=season)
+            fit = fit_gp(FIXED, train, held)
+            if not fit.ok:
+                raise SystemExit(f"{train.name}: {FIXED} failed to fit: {fit.error}")
+            out.append(fit)
+        return out
     out = [fixed_fit(fits, train, config)]
     for offset in FIXED_FORECAST_SEED_OFFSETS[1:]:
         fit = fit_gp(FIXED, train, config.replace(seed=config.seed + offset).fit_config)
@@ -180,7 +194,8 @@ def series_rows(run: Path, series, season_length: int, candidates: list[str]) ->
         if CANDIDATES[name] is None and pred.get("source") == "fixed" and pred["method"] == "bma":
             # the fixed kernel's fits at three seeds, mixed equally (--forecast-from,
             # default auto on a short series)
-            models, weights = fixed_fits(fits, train, config), pred["weights"]
+            models = fixed_fits(fits, train, config, pred.get("season") or 0.0)
+            weights = pred["weights"]
             method, band, draws, score = "bma", pred.get("band", "refitted"), 0, "log"
         elif CANDIDATES[name] is None:
             # the run's forecast models; the fixed kernel (a run from before the mixture

@@ -117,6 +117,7 @@ __all__ = [
     "BAND_SCALE_BOUNDS",
     "band_scale",
     "fixed_fit",
+    "season_period",
     "HorizonCheck",
     "horizon_check",
     "horizon_weights",
@@ -607,20 +608,59 @@ def top_fits(
     return out
 
 
-def fixed_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> FitResult:
+def season_period(dataset: Dataset, season_length: int | None = None) -> float:
+    """The period, in x's units, at which the fixed forecast kernel's ``PER`` factor is
+    held (:attr:`prolas.gp.FitConfig.season`); 0 when it is fitted.
+
+    ``season_length`` ``m ≥ 2`` (``--season-length``): ``m`` steps of the data's median
+    spacing Δ, ``m Δ``. ``None``: from the calendar, one year when x came from dates
+    whose step is a whole fraction of a year in months (monthly, quarterly, ...:
+    :func:`prolas.calendar_steps.calendar_step`; x is then in decimal years, so 1.0),
+    else 0. ``0`` or ``1``: 0 (no season).
+
+    >>> season_period(Dataset.from_arrays(np.arange(48) / 12, np.arange(48.0)), 12)
+    1.0
+    """
+    if season_length is not None:
+        return float(season_length) * float(dataset.spacing) if season_length >= 2 else 0.0
+    if not dataset.x_is_date:
+        return 0.0
+    from prolas.calendar_steps import calendar_step
+
+    step = calendar_step(dataset.x_dates)
+    months = _months(step) if step is not None else 0
+    return 1.0 if 0 < months < 12 and 12 % months == 0 else 0.0
+
+
+def _months(step) -> int:
+    """The number of months of a month-based calendar step, else 0."""
+    if isinstance(step, pd.offsets.MonthBegin | pd.offsets.MonthEnd):
+        return int(step.n)
+    if isinstance(step, pd.DateOffset) and set(step.kwds) == {"months"}:
+        return int(step.kwds["months"])
+    return 0
+
+
+def fixed_fit(
+    result: SearchResult, dataset: Dataset, config: SearchConfig, season: float = 0.0
+) -> FitResult:
     """The fixed forecast kernel :data:`prolas.limits.FIXED_FORECAST_KERNEL` fitted on
     ``dataset`` at the search's fit seed: :func:`fixed_fits`' first fit.
 
-    The search's own fit when it evaluated the expression (its highest-likelihood
-    successful evaluation, e.g. a repair; refitted on all of ``dataset`` when the search
-    ran on a subsample, as :func:`top_fits` refits), else a cold :func:`prolas.gp.fit_gp`
-    with the search's fit settings (``config.fit_config``: fit seed, restarts,
-    lengthscale floor). Carries ``dataset``. A failed fit is returned as such (``ok``
-    False, with its reason), never raised.
+    Without a ``season``: the search's own fit when it evaluated the expression (its
+    highest-likelihood successful evaluation, e.g. a repair; refitted on all of
+    ``dataset`` when the search ran on a subsample, as :func:`top_fits` refits), else a
+    cold :func:`prolas.gp.fit_gp` with the search's fit settings (``config.fit_config``:
+    fit seed, restarts, lengthscale floor). With a ``season`` (x's units,
+    :func:`season_period`) the period is held there, a model the search did not fit: a
+    cold fit with those settings. Carries ``dataset``. A failed fit is returned as such
+    (``ok`` False, with its reason), never raised.
     """
     from prolas.search.config import search_data
 
     key = FIXED_FORECAST_KERNEL  # its canonical form (tests/report/test_forecast.py)
+    if season > 0:
+        return _on_all_points(key, None, dataset, dataset, config, season)
     evaluated = [
         e.fit
         for e in result.history
@@ -630,18 +670,21 @@ def fixed_fit(result: SearchResult, dataset: Dataset, config: SearchConfig) -> F
     return _on_all_points(key, fit, search_data(dataset, config), dataset, config)
 
 
-def fixed_fits(result: SearchResult, dataset: Dataset, config: SearchConfig) -> list[FitResult]:
+def fixed_fits(
+    result: SearchResult, dataset: Dataset, config: SearchConfig, season: float = 0.0
+) -> list[FitResult]:
     """The fixed kernel's fits that ``--forecast-from fixed`` (and ``auto`` on a short
     series) mixes with equal weights: at the search's fit seed s (:func:`fixed_fit`) and
     cold on all of ``dataset`` at s + d for the other offsets d of
     :data:`prolas.limits.FIXED_FORECAST_SEED_OFFSETS`, with the search's other fit
-    settings. One per offset, in that order, failed fits included (``ok`` False, with
-    their reasons).
+    settings, the period held at ``season`` when it is positive (:func:`season_period`).
+    One per offset, in that order, failed fits included (``ok`` False, with their
+    reasons).
     """
-    fits = [fixed_fit(result, dataset, config)]
+    fits = [fixed_fit(result, dataset, config, season)]
     for offset in FIXED_FORECAST_SEED_OFFSETS[1:]:
         other = config.replace(seed=config.seed + offset)  # the fit seed (fit_config)
-        fits.append(_on_all_points(FIXED_FORECAST_KERNEL, None, dataset, dataset, other))
+        fits.append(_on_all_points(FIXED_FORECAST_KERNEL, None, dataset, dataset, other, season))
     return fits
 
 
@@ -651,17 +694,22 @@ def _on_all_points(
     searched: Dataset,
     dataset: Dataset,
     config: SearchConfig,
+    season: float = 0.0,
 ) -> FitResult:
     """A search's model of ``expression`` ready to forecast ``dataset``: ``fit`` (its
-    FitResult on the ``searched`` points, or None: fitted cold with ``config.fit_config``)
-    refitted on all of ``dataset`` when the search saw a subsample
-    (:func:`prolas.pipeline.refit`), its unseen transitions held (a fit from an older
-    journal may predate the rule), carrying ``dataset``; a failed fit as it is."""
+    FitResult on the ``searched`` points, or None: fitted cold with ``config.fit_config``,
+    its periods held at ``season`` when positive) refitted on all of ``dataset`` when the
+    search saw a subsample (:func:`prolas.pipeline.refit`), its unseen transitions held
+    (a fit from an older journal may predate the rule), carrying ``dataset``; a failed
+    fit as it is."""
     from prolas.gp import fit_gp, hold_unseen_transitions
     from prolas.pipeline import refit
 
     if fit is None:
-        fit = fit_gp(expression, searched, config.fit_config)
+        fit_config = config.fit_config
+        if season > 0:
+            fit_config = replace(fit_config, season=float(season))
+        fit = fit_gp(expression, searched, fit_config)
     if searched is not dataset and fit.ok:
         fit = refit(fit, dataset, config)
     if not fit.ok:
@@ -1135,7 +1183,8 @@ def _refit(fit: FitResult, prefix: Dataset) -> FitResult:
         return fit
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        refitted = fit_gp(fit.expression, prefix, FitConfig(restarts=1), init=fit, cold=False)
+        config = FitConfig(restarts=1, season=fit.season)  # a held period stays held
+        refitted = fit_gp(fit.expression, prefix, config, init=fit, cold=False)
     return refitted if refitted.ok else fit
 
 

@@ -73,3 +73,28 @@ def test_log_candidates_forecast_on_log_y_and_exponentiate_every_quantile(tmp_pa
     scale = script.seasonal_naive_scale(series.train.y, 12)
     scores = script.score_forecast(series.test_y, pred, scale)
     assert row["mase"] == pytest.approx(scores["mase"], rel=1e-9)
+
+
+def test_season_candidates_hold_the_period_as_the_product_does(tmp_path):
+    from prolas.bench.forecast_bench import suite_series
+    from prolas.gp import FitConfig, fit_gp
+    from prolas.limits import FIXED_FORECAST_KERNEL
+    from prolas.report.forecast import forecast
+    from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_naive_scale
+
+    script = load_script("fixed_kernel_restarts")
+    out = tmp_path / "rows.csv"
+    args = ["--series", "N1410", "--seeds", "0", "--candidates", "S1", "--out", str(out)]
+    assert script.main([*args, "--data-dir", str(DATA)]) == 0
+    row = pd.read_csv(out).iloc[0]
+    ((series, _),) = suite_series("m3-monthly", str(DATA), "all", ("N1410",))
+    season = 12 * series.train.spacing
+    fit = fit_gp(FIXED_FORECAST_KERNEL, series.train, FitConfig(restarts=8, season=season))
+    assert fit.season == season and row["period"] == pytest.approx(season, rel=1e-12)
+    assert row["log_likelihood"] == pytest.approx(fit.log_likelihood, rel=1e-12)
+    fc = forecast([fit], series.train, x_new=series.test_x, method="rolling-mix", band="refitted")
+    scores = score_forecast(
+        series.test_y, forecast_predictive(fc), seasonal_naive_scale(series.train.y, 12)
+    )
+    assert row["mase"] == pytest.approx(scores["mase"], rel=1e-9)
+    assert row["interval_score_scaled"] == pytest.approx(scores["interval_score_scaled"], rel=1e-9)

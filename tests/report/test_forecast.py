@@ -520,6 +520,52 @@ def test_fixed_fit_is_the_searchs_own_fit_else_a_cold_fit_with_its_settings(tren
     assert got.ok and got.n == trend_season.n == 60
 
 
+def test_fixed_fits_with_a_season_are_cold_fits_holding_it(trend_season) -> None:
+    from prolas.limits import FIXED_FORECAST_KERNEL
+    from prolas.report.forecast import fixed_fit, fixed_fits
+    from prolas.search.config import SearchConfig
+
+    config = SearchConfig(method="cks", budget=2, restarts=2, seed=3)
+    searched = fit_gp(FIXED_FORECAST_KERNEL, trend_season, restarts=1, seed=0)
+    result = _history_of([(searched, 1.0)])
+    # the search's own fit has a fitted period: a held season is another model
+    got = fixed_fit(result, trend_season, config, season=1.0)
+    held = dataclasses.replace(config.fit_config, season=1.0)
+    cold = fit_gp(FIXED_FORECAST_KERNEL, trend_season, held)
+    assert got.log_likelihood == cold.log_likelihood != searched.log_likelihood
+    assert got.season == 1.0 and got.period("PER") == pytest.approx(1.0, rel=1e-12)
+    assert got.dataset is trend_season
+    fits = fixed_fits(result, trend_season, config, season=1.0)
+    assert [f.season for f in fits] == [1.0] * 3
+    assert [f.n_params for f in fits] == [searched.n_params - 1] * 3
+
+
+def test_prolas_fit_holds_the_season_of_a_dated_monthly_series(tmp_path, capsys) -> None:
+    data = monthly_csv(tmp_path, 40)
+    lines, frames = {}, {}
+    for name, extra in (("calendar", []), ("free", ["--season-length", "0"])):
+        out = tmp_path / name
+        code = main(["fit", str(data), *QUICK_CKS, "--horizon", "6", *extra, "--out", str(out)])
+        _, printed = capsys.readouterr()
+        assert code == 0, printed
+        lines[name] = next(t for t in printed.splitlines() if "forecast.csv" in t)
+        frames[name] = pd.read_csv(out / "forecast.csv")
+    held = "the fixed kernel LIN + PER + SE, its period held at the season (1), its fits at"
+    assert held in lines["calendar"]
+    assert "held" not in lines["free"] and "the fixed kernel LIN + PER + SE" in lines["free"]
+    assert not np.allclose(frames["calendar"]["mean"], frames["free"]["mean"])
+    # the option needs a forecast, and a count of steps
+    for argv, message in (
+        (["--season-length", "12"], "need --horizon H"),
+        (["--horizon", "6", "--season-length", "x"], "--season-length must be an integer"),
+        (["--horizon", "6", "--season-length", "-1"], "--season-length must be an integer >= 0"),
+    ):
+        code = main(["fit", str(data), *QUICK_CKS, *argv, "--out", str(tmp_path / "bad")])
+        _, err = capsys.readouterr()
+        assert code != 0 and message in err, err
+        assert not (tmp_path / "bad" / "result.json").exists()
+
+
 def test_forecast_source_auto_is_the_fixed_kernel_below_144_points(airline) -> None:
     from prolas.fitjob import ForecastSettings, forecast_source
     from prolas.limits import FIXED_FORECAST_BELOW
