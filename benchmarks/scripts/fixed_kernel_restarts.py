@@ -16,6 +16,9 @@ scale at period 12). Candidates (``benchmarks/results/fixed_kernel_restarts/``):
   steps of the data's median spacing (one year on M3's x): ``FitConfig.season``, which
   the band's refits keep (``benchmarks/results/fixed_season/``; its first runs used a
   patch of the fitter's layout that gave the same fits).
+* ``Q3``: S3 with the kernel ``LIN + PER*SE + SE`` (:data:`KERNELS`): the seasonal shape,
+  held at the season, may drift over the ``SE`` factor's lengthscale (``fixed_season``'s
+  second protocol).
 * ``L8``, ``LE3``: R8 and E3 fitted and forecast on log y (when every training value is
   positive; else as R8 and E3), back on y's scale: every quantile is exp of the log-scale
   quantile, the point forecast exp of the log-scale median
@@ -64,13 +67,17 @@ CANDIDATES = {
     "LE3": {"restarts": 8},
     "S3": {"restarts": 8},
     "S1": {"restarts": 8},
+    "Q3": {"restarts": 8},
 }
 
+#: Candidates fitting another kernel than :data:`prolas.limits.FIXED_FORECAST_KERNEL`.
+KERNELS = {"Q3": "LIN + PER*SE + SE"}
+
 #: Candidates whose fits are mixtures over seeds, and those fitted on log y.
-MIXTURES = ("E3", "LE3", "S3")
+MIXTURES = ("E3", "LE3", "S3", "Q3")
 ON_LOG_Y = ("L8", "LE3")
-#: Candidates whose ``PER`` period is fixed at the season (:func:`fixed_season`).
-SEASONAL = ("S3", "S1")
+#: Candidates whose ``PER`` period is held at the season (``FitConfig.season``).
+SEASONAL = ("S3", "S1", "Q3")
 #: The season in steps of the data's spacing (monthly series).
 SEASON_STEPS = 12
 
@@ -95,7 +102,7 @@ def series_row(series, seed: int, name: str) -> dict:
     t0 = time.perf_counter()
     fits = [
         fit_gp(
-            FIXED_FORECAST_KERNEL,
+            KERNELS.get(name, FIXED_FORECAST_KERNEL),
             data,
             FitConfig(seed=seed + k, lengthscale_floor=LENGTHSCALE_FLOOR, **settings),
         )
