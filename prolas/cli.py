@@ -35,6 +35,7 @@ from prolas.limits import (
     EXACT_REFIT_LIMIT,
     FIXED_FORECAST_BELOW,
     FIXED_FORECAST_KERNEL,
+    FIXED_SEASONAL_KERNEL,
     FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_MODELS,
@@ -257,16 +258,17 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
         "--forecast-from",
         choices=FORECAST_SOURCES,
         help="with --horizon: the models the forecast mixes or chooses from: search = the "
-        f"search's top models; fixed = the one fixed kernel {FIXED_FORECAST_KERNEL} (a "
-        "linear trend, a periodic part held at the season, see --season-length, and a smooth "
-        "part) fitted on the series at three fit seeds and mixed with equal weights, "
-        "whatever the search found and whatever "
+        f"search's top models; fixed = one fixed kernel, {FIXED_SEASONAL_KERNEL} (a linear "
+        "trend, a seasonal shape held at the season that may drift, a smooth part) where "
+        f"the season is known (see --season-length), else {FIXED_FORECAST_KERNEL} with "
+        "its period fitted, fitted on the series at three fit seeds and mixed with equal "
+        "weights, whatever the search found and whatever "
         f"--forecast says; auto = fixed for a series of fewer than {FIXED_FORECAST_BELOW} "
         "points, else search (default "
         f"{DEFAULT_FORECAST_SOURCE}: on short M3 monthly series it gave a lower MASE than "
         "the search's models at two of three fit seeds, with a wider band; "
-        "benchmarks/results/fixed_kernel/, fixed_kernel_seeds_b/). The search, its best "
-        "model and the report do not change",
+        "benchmarks/results/fixed_kernel/, fixed_kernel_seeds_b/, fixed_season/). The "
+        "search, its best model and the report do not change",
     )
 
 

@@ -8,7 +8,8 @@ After :func:`prolas.pipeline.run_search`, one series' outputs are
 * with a horizon, ``forecast.csv``, ``forecast.png`` and, for the rolling-origin
   methods, ``forecast_check.csv`` (:class:`ForecastSettings`; the forecast of
   :mod:`prolas.report.forecast` from the search's top models, or on a short series from
-  the fixed kernel :data:`prolas.limits.FIXED_FORECAST_KERNEL`: :func:`forecast_fits`);
+  the fixed kernel, :data:`prolas.limits.FIXED_SEASONAL_KERNEL` with its period held at a
+  known season, else :data:`prolas.limits.FIXED_FORECAST_KERNEL`: :func:`forecast_fits`);
 * with test points, the forecast evaluated **at the test inputs** by the same forecast
   method and its scores (:func:`write_test_forecast`): ``test_forecast.csv`` (x, y, mean,
   lower, upper) and ``test_predictive.json`` (the predictive mixture's components, so
@@ -39,7 +40,7 @@ from prolas.limits import (
     DEFAULT_FORECAST_SOURCE,
     DEFAULT_FORECAST_TREND,
     FIXED_FORECAST_BELOW,
-    FIXED_FORECAST_KERNEL,
+    FIXED_FORECAST_KERNELS,
     FIXED_FORECAST_SEED_OFFSETS,
     FORECAST_BANDS,
     FORECAST_METHODS,
@@ -83,8 +84,9 @@ class ForecastSettings:
         trend: ``linear`` leaves the models with a polynomial trend out of the top
             models (:func:`prolas.report.forecast.top_fits`), ``any`` keeps them.
         source: the models forecast from (``--forecast-from``): ``search`` (the search's
-            top ``models``), ``fixed`` (the fixed kernel
-            :data:`prolas.limits.FIXED_FORECAST_KERNEL` alone) or ``auto`` (``fixed``
+            top ``models``), ``fixed`` (the fixed kernel alone:
+            :data:`prolas.limits.FIXED_SEASONAL_KERNEL` with its period held at a known
+            season, else :data:`prolas.limits.FIXED_FORECAST_KERNEL`) or ``auto`` (``fixed``
             for a series of fewer than :data:`prolas.limits.FIXED_FORECAST_BELOW`
             points, else ``search``; :func:`forecast_source`). ``method="best"`` always
             forecasts from the search's best model.
@@ -187,7 +189,7 @@ def source_used(settings: ForecastSettings, dataset: Dataset, fits: Sequence[Fit
     :func:`forecast_source`'s, but ``"search"`` where the fixed kernel failed to fit and
     the search's models stood in."""
     source = forecast_source(settings, dataset)
-    fixed = bool(fits) and all(f.expression == FIXED_FORECAST_KERNEL for f in fits)
+    fixed = bool(fits) and all(f.expression in FIXED_FORECAST_KERNELS for f in fits)
     if source == "fixed" and not fixed:
         return "search"
     return source
@@ -250,7 +252,7 @@ def forecast_fits(
             )
         elif not ok:
             message = (
-                f"forecast: the fixed kernel {FIXED_FORECAST_KERNEL} failed to fit "
+                f"forecast: the fixed kernel {failed[0].expression} failed to fit "
                 f"({failed[0].error}); forecasting from the search's top models instead"
             )
         if failed and fresh:  # said once per search, not at every forecast
@@ -318,9 +320,7 @@ def write_outputs(
         # refits of the top models on all points and the rolling check take a while on a
         # long series (about 80 s for the check alone at 100 000 points)
         models = (
-            f"the fixed kernel {FIXED_FORECAST_KERNEL}"
-            if source == "fixed"
-            else f"the top models (up to {forecast.models})"
+            "the fixed kernel" if source == "fixed" else f"the top models (up to {forecast.models})"
         )
         what = (
             f"mixing {models}"

@@ -477,8 +477,10 @@ class KernelSearch:
             trend: as ``--forecast-trend``: ``linear`` (default) leaves the models with
                 a polynomial trend (a term with two or more LIN factors) out of the
                 top models, ``any`` keeps them.
-            source: as ``--forecast-from``: ``auto`` (default: the fixed kernel
-                :data:`prolas.limits.FIXED_FORECAST_KERNEL` for a series of fewer than
+            source: as ``--forecast-from``: ``auto`` (default: the fixed kernel,
+                :data:`prolas.limits.FIXED_SEASONAL_KERNEL` with its period held at a
+                known season, else :data:`prolas.limits.FIXED_FORECAST_KERNEL`, for a
+                series of fewer than
                 :data:`prolas.limits.FIXED_FORECAST_BELOW` points, else the search's top
                 models), ``search`` or ``fixed``. The fixed kernel's forecast mixes its
                 fits at three fit seeds with equal weights, whatever ``method`` says

@@ -87,8 +87,9 @@ def test_the_default_forecast_is_the_command_lines_mixture(fitted) -> None:
 def test_a_short_series_is_forecast_from_the_fixed_kernel_made_once(
     monthly, tmp_path, fixed_fit_calls
 ) -> None:
-    """Below 144 points the default forecast, plot and save use LIN + PER + SE (fitted
-    once for all of them); source="search" gives the search's mixture."""
+    """Below 144 points the default forecast, plot and save use the fixed kernel (fitted
+    once for all of them; monthly dates: LIN + PER*SE + SE with the period held at the
+    year); source="search" gives the search's mixture."""
     short = quick().fit(monthly.iloc[:-1], x="month", y="passengers")
     assert short.data_.n == 143
     made = fixed_fit_calls
@@ -96,17 +97,19 @@ def test_a_short_series_is_forecast_from_the_fixed_kernel_made_once(
     short.plot(horizon=4)
     written = short.save(tmp_path / "short", horizon=4)
     # the fixed kernel's fits at three fit seeds, mixed with equal weights
-    assert frame.attrs["models"] == ["LIN + PER + SE"] * 3 and frame.attrs["method"] == "bma"
+    assert frame.attrs["models"] == ["LIN + PER*SE + SE"] * 3 and frame.attrs["method"] == "bma"
     assert frame.attrs["weights"] == pytest.approx([1 / 3] * 3)
-    assert frame.attrs["components_of"] == "LIN + PER + SE" and len(made) == 1
+    assert frame.attrs["components_of"] == "LIN + PER*SE + SE" and len(made) == 1
     # the first fit's terms, and what the other two add: together the mixture's mean
     terms = frame.drop(columns=["x", "mean", "lower", "upper"]).sum(axis=1)
     np.testing.assert_allclose(terms, frame["mean"], rtol=1e-9)
-    assert [f.expression for f in written.fits] == ["LIN + PER + SE"] * 3
+    assert [f.expression for f in written.fits] == ["LIN + PER*SE + SE"] * 3
+    assert [f.season for f in written.fits] == [1.0] * 3  # the year, from the dates
     saved_frame = pd.read_csv(tmp_path / "short" / "forecast.csv")
     np.testing.assert_allclose(saved_frame["mean"], frame["mean"], rtol=1e-12)
     searched = short.forecast(horizon=4, source="search")
-    assert len(searched.attrs["models"]) == 3 and "LIN + PER + SE" not in searched.attrs["models"]
+    assert len(searched.attrs["models"]) == 3
+    assert "LIN + PER*SE + SE" not in searched.attrs["models"]
     assert short.top_[0] is short.best_  # the search's top models, whatever the source
     with pytest.raises(ProlasError, match="source must be one of auto, search, fixed"):
         short.forecast(horizon=4, source="mixed")

@@ -129,7 +129,8 @@ def test_fit_many_parallel_bad_series_skipped_and_resume_refits_nothing(tmp_path
         # 24 training points: the test points are forecast from the fixed kernel
         predictive = json.loads((out / name / "test_predictive.json").read_text())
         assert predictive["source"] == "fixed" and predictive["method"] == "bma"
-        assert predictive["models"] == ["LIN + PER + SE"] * 3  # its fits at three seeds
+        # its fits at three seeds; a known season (12): LIN + PER*SE + SE, the period held
+        assert predictive["models"] == ["LIN + PER*SE + SE"] * 3
         assert predictive["weights"] == pytest.approx([1 / 3] * 3)
         # --season-length 12 holds the fixed kernel's period at 12 steps (x in years: 1)
         assert predictive["season"] == pytest.approx(1.0, rel=1e-9)

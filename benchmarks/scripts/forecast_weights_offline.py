@@ -32,8 +32,9 @@ each candidate through :func:`prolas.report.forecast.forecast`:
   (:data:`prolas.limits.FIXED_FORECAST_SEED_OFFSETS`), mixed with equal weights, band
   ``refitted``. A run whose forecast came from the fixed kernel (``source`` ``fixed`` in
   its ``test_predictive.json``) is R0 = F3; a run made before it forecast from F1 alone;
-  a run whose ``test_predictive.json`` records a ``season`` held the period there
-  (``benchmarks/results/fixed_season/``), and its R0 does too (F3 stays free).
+  a run whose ``test_predictive.json`` records a ``season`` forecast from
+  ``LIN + PER*SE + SE`` with the period held there (``benchmarks/results/fixed_season/``),
+  and its R0 does too (F3 stays ``LIN + PER + SE`` with a free period).
 
 The search and its fits are the same for every candidate, so the comparison is paired
 and free of search and fit noise. Prints the means per candidate (MASE, coverage,
@@ -64,7 +65,7 @@ from band_calibration import journal_fits  # the sibling script (benchmarks/scri
 from prolas.bench.forecast_bench import suite_series
 from prolas.bench.paired import bootstrap_interval, differences, sign_test, verdict
 from prolas.gp import FitResult, hold_unseen_transitions
-from prolas.limits import FIXED_FORECAST_SEED_OFFSETS
+from prolas.limits import FIXED_FORECAST_SEED_OFFSETS, FIXED_SEASONAL_KERNEL
 from prolas.report.forecast import forecast, polynomial_trend
 from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_naive_scale
 
@@ -123,17 +124,17 @@ def fixed_fit(fits: dict[str, FitResult], train, config, expression: str = FIXED
 def fixed_fits(fits: dict[str, FitResult], train, config, season: float = 0.0) -> list[FitResult]:
     """The product's fixed forecast models (:func:`prolas.report.forecast.fixed_fits`):
     :func:`fixed_fit` at the run's fit seed, then cold fits at the other seed offsets;
-    with a ``season`` (the period held, a run since ``benchmarks/results/fixed_season/``)
-    every fit is cold, with the period held there."""
+    with a ``season`` (a run since ``benchmarks/results/fixed_season/``) every fit is a
+    cold fit of :data:`prolas.limits.FIXED_SEASONAL_KERNEL` with its period held there."""
     from prolas.gp import fit_gp
 
     if season > 0:
         out = []
         for offset in FIXED_FORECAST_SEED_OFFSETS:
             held = replace(config.replace(seed=config.seed + offset).fit_config, season=season)
-            fit = fit_gp(FIXED, train, held)
+            fit = fit_gp(FIXED_SEASONAL_KERNEL, train, held)
             if not fit.ok:
-                raise SystemExit(f"{train.name}: {FIXED} failed to fit: {fit.error}")
+                raise SystemExit(f"{train.name}: {fit.expression} failed to fit: {fit.error}")
             out.append(fit)
         return out
     out = [fixed_fit(fits, train, config)]

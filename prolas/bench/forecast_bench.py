@@ -72,6 +72,7 @@ from prolas.limits import (
     FIXED_FORECAST_BELOW,
     FIXED_FORECAST_KERNEL,
     FIXED_FORECAST_SEED_OFFSETS,
+    FIXED_SEASONAL_KERNEL,
     FORECAST_SUITES,
 )
 from prolas.many import LongSeries, ManySettings, read_long, run_many
@@ -260,8 +261,9 @@ def _forecast_source_words(source: str) -> str:
     """forecast.md's words for ``--forecast-from``."""
     n_seeds = len(FIXED_FORECAST_SEED_OFFSETS)
     fixed = (
-        f"the fixed kernel `{FIXED_FORECAST_KERNEL}` (its fits at {n_seeds} fit seeds "
-        "mixed with equal weights)"
+        f"the fixed kernel `{FIXED_SEASONAL_KERNEL}` with its period held at the season "
+        f"(`{FIXED_FORECAST_KERNEL}` with its period fitted where no season is known; its "
+        f"fits at {n_seeds} fit seeds mixed with equal weights)"
     )
     if source == "auto":
         return (

@@ -99,6 +99,7 @@ from prolas.limits import (
     DEFAULT_FORECAST_TREND,
     FIXED_FORECAST_KERNEL,
     FIXED_FORECAST_SEED_OFFSETS,
+    FIXED_SEASONAL_KERNEL,
     FORECAST_BANDS,
     FORECAST_METHODS,
     FORECAST_TRENDS,
@@ -644,8 +645,10 @@ def _months(step) -> int:
 def fixed_fit(
     result: SearchResult, dataset: Dataset, config: SearchConfig, season: float = 0.0
 ) -> FitResult:
-    """The fixed forecast kernel :data:`prolas.limits.FIXED_FORECAST_KERNEL` fitted on
-    ``dataset`` at the search's fit seed: :func:`fixed_fits`' first fit.
+    """The fixed forecast kernel fitted on ``dataset`` at the search's fit seed:
+    :func:`fixed_fits`' first fit. :data:`prolas.limits.FIXED_FORECAST_KERNEL` with its
+    period fitted, or, with a ``season``, :data:`prolas.limits.FIXED_SEASONAL_KERNEL` with
+    its period held there.
 
     Without a ``season``: the search's own fit when it evaluated the expression (its
     highest-likelihood successful evaluation, e.g. a repair; refitted on all of
@@ -660,7 +663,7 @@ def fixed_fit(
 
     key = FIXED_FORECAST_KERNEL  # its canonical form (tests/report/test_forecast.py)
     if season > 0:
-        return _on_all_points(key, None, dataset, dataset, config, season)
+        return _on_all_points(FIXED_SEASONAL_KERNEL, None, dataset, dataset, config, season)
     evaluated = [
         e.fit
         for e in result.history
@@ -677,14 +680,16 @@ def fixed_fits(
     series) mixes with equal weights: at the search's fit seed s (:func:`fixed_fit`) and
     cold on all of ``dataset`` at s + d for the other offsets d of
     :data:`prolas.limits.FIXED_FORECAST_SEED_OFFSETS`, with the search's other fit
-    settings, the period held at ``season`` when it is positive (:func:`season_period`).
+    settings; with a positive ``season`` (:func:`season_period`) the kernel is
+    :data:`prolas.limits.FIXED_SEASONAL_KERNEL` with its period held there.
     One per offset, in that order, failed fits included (``ok`` False, with their
     reasons).
     """
     fits = [fixed_fit(result, dataset, config, season)]
     for offset in FIXED_FORECAST_SEED_OFFSETS[1:]:
         other = config.replace(seed=config.seed + offset)  # the fit seed (fit_config)
-        fits.append(_on_all_points(FIXED_FORECAST_KERNEL, None, dataset, dataset, other, season))
+        kernel = FIXED_SEASONAL_KERNEL if season > 0 else FIXED_FORECAST_KERNEL
+        fits.append(_on_all_points(kernel, None, dataset, dataset, other, season))
     return fits
 
 

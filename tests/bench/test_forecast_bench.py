@@ -168,7 +168,7 @@ def test_peers_only_run_writes_scores_and_resumes(tmp_path, monkeypatch) -> None
     assert table["mase"].notna().all() and (table["season_length"] == 12).all()
     md = (tmp_path / "out" / "forecast.md").read_text()
     assert "| snaive | 2 |" in md and "| ets | 2 |" in md
-    fixed = "from the fixed kernel `LIN + PER + SE` (its fits at 3 fit seeds mixed with equal"
+    fixed = "from the fixed kernel `LIN + PER*SE + SE` with its period held at the season"
     assert fixed in md and "on series of fewer than 144" in md
     # resuming reuses every cell: a peer that would now fail is never called
     import prolas.bench.forecast_bench as module

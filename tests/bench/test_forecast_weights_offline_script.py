@@ -50,11 +50,11 @@ def test_rescoring_reproduces_the_run_and_scores_every_candidate(tmp_path, monke
     # F1 forecasts with the fixed kernel alone; M6 adds it to the default's models
     assert search.loc["F1", "models"] == "LIN + PER + SE:1.00"
     assert set(names(search, "M6")) == set(names(search, "R0")) | {"LIN + PER + SE"}
-    # F3 mixes the fixed kernel's fits at three seeds with the period free; by default
-    # the run's own forecast (R0, reproduced) mixes three fits with it held at the season
-    # (M3: 12 steps, one year), so the two differ
+    # F3 mixes LIN + PER + SE's fits at three seeds with the period free; by default the
+    # run's own forecast (R0, reproduced) mixes three fits of LIN + PER*SE + SE with it held
+    # at the season (M3: 12 steps, one year)
     assert search.loc["F3", "models"] == " | ".join(["LIN + PER + SE:0.33"] * 3)
-    assert auto.loc["R0", "models"] == search.loc["F3", "models"]
+    assert auto.loc["R0", "models"] == " | ".join(["LIN + PER*SE + SE:0.33"] * 3)
     predictive = (tmp_path / "auto" / "prolas" / "N1410" / "test_predictive.json").read_text()
     assert json.loads(predictive)["season"] == pytest.approx(1.0, rel=1e-5)  # x to 6 decimals
     assert auto.loc["R0", "mase"] != pytest.approx(auto.loc["F3", "mase"], rel=1e-6)

@@ -521,7 +521,7 @@ def test_fixed_fit_is_the_searchs_own_fit_else_a_cold_fit_with_its_settings(tren
 
 
 def test_fixed_fits_with_a_season_are_cold_fits_holding_it(trend_season) -> None:
-    from prolas.limits import FIXED_FORECAST_KERNEL
+    from prolas.limits import FIXED_FORECAST_KERNEL, FIXED_SEASONAL_KERNEL
     from prolas.report.forecast import fixed_fit, fixed_fits
     from prolas.search.config import SearchConfig
 
@@ -531,13 +531,18 @@ def test_fixed_fits_with_a_season_are_cold_fits_holding_it(trend_season) -> None
     # the search's own fit has a fitted period: a held season is another model
     got = fixed_fit(result, trend_season, config, season=1.0)
     held = dataclasses.replace(config.fit_config, season=1.0)
-    cold = fit_gp(FIXED_FORECAST_KERNEL, trend_season, held)
+    cold = fit_gp(FIXED_SEASONAL_KERNEL, trend_season, held)
+    assert got.expression == FIXED_SEASONAL_KERNEL == str(parse(FIXED_SEASONAL_KERNEL))
     assert got.log_likelihood == cold.log_likelihood != searched.log_likelihood
     assert got.season == 1.0 and got.period("PER") == pytest.approx(1.0, rel=1e-12)
     assert got.dataset is trend_season
     fits = fixed_fits(result, trend_season, config, season=1.0)
     assert [f.season for f in fits] == [1.0] * 3
-    assert [f.n_params for f in fits] == [searched.n_params - 1] * 3
+    k = parse(FIXED_SEASONAL_KERNEL).n_params - 1  # the held period is not counted
+    assert [f.n_params for f in fits] == [k] * 3
+    assert [f.expression for f in fixed_fits(result, trend_season, config)] == [
+        FIXED_FORECAST_KERNEL
+    ] * 3  # no season: LIN + PER + SE with its period fitted
 
 
 def test_prolas_fit_holds_the_season_of_a_dated_monthly_series(tmp_path, capsys) -> None:
@@ -550,7 +555,7 @@ def test_prolas_fit_holds_the_season_of_a_dated_monthly_series(tmp_path, capsys)
         assert code == 0, printed
         lines[name] = next(t for t in printed.splitlines() if "forecast.csv" in t)
         frames[name] = pd.read_csv(out / "forecast.csv")
-    held = "the fixed kernel LIN + PER + SE, its period held at the season (1), its fits at"
+    held = "the fixed kernel LIN + PER*SE + SE, its period held at the season (1), its fits"
     assert held in lines["calendar"]
     assert "held" not in lines["free"] and "the fixed kernel LIN + PER + SE" in lines["free"]
     assert not np.allclose(frames["calendar"]["mean"], frames["free"]["mean"])
