@@ -613,23 +613,29 @@ def season_period(dataset: Dataset, season_length: int | None = None) -> float:
     """The period, in x's units, at which the fixed forecast kernel's ``PER`` factor is
     held (:attr:`prolas.gp.FitConfig.season`); 0 when it is fitted.
 
-    ``season_length`` ``m ≥ 2`` (``--season-length``): ``m`` steps of the data's median
-    spacing Δ, ``m Δ``. ``None``: from the calendar, one year when x came from dates
-    whose step is a whole fraction of a year in months (monthly, quarterly, ...:
+    ``season_length`` ``m ≥ 2`` (``--season-length``): ``m`` steps of the data, ``m Δ``
+    with Δ the median spacing, or for dates ``k`` months apart ``m k / 12`` years exactly
+    (months differ in length, so their median spacing in decimal years is not a twelfth).
+    ``None``: from the calendar, one year when x came from dates whose step is a whole
+    fraction of a year in months (monthly, quarterly, ...:
     :func:`prolas.calendar_steps.calendar_step`; x is then in decimal years, so 1.0),
     else 0. ``0`` or ``1``: 0 (no season).
 
     >>> season_period(Dataset.from_arrays(np.arange(48) / 12, np.arange(48.0)), 12)
     1.0
     """
-    if season_length is not None:
-        return float(season_length) * float(dataset.spacing) if season_length >= 2 else 0.0
-    if not dataset.x_is_date:
+    if season_length is not None and season_length < 2:
         return 0.0
-    from prolas.calendar_steps import calendar_step
+    months = 0
+    if dataset.x_is_date:
+        from prolas.calendar_steps import calendar_step
 
-    step = calendar_step(dataset.x_dates)
-    months = _months(step) if step is not None else 0
+        step = calendar_step(dataset.x_dates)
+        months = _months(step) if step is not None else 0
+    if season_length is not None:
+        if months:
+            return float(season_length) * months / 12.0
+        return float(season_length) * float(dataset.spacing)
     return 1.0 if 0 < months < 12 and 12 % months == 0 else 0.0
 
 

@@ -105,4 +105,8 @@ def test_the_season_from_the_calendar_or_the_given_length() -> None:
     undated = Dataset.from_arrays(np.arange(40.0), np.sin(np.arange(40.0)))
     assert season_period(undated) == 0.0
     assert season_period(undated, 12) == 12.0
-    assert season_period(monthly, 6) == pytest.approx(6 * monthly.spacing)
+    # dates a month apart: m months exactly, not m median spacings (31/365 of a year)
+    assert monthly.spacing != pytest.approx(1 / 12, rel=1e-3)
+    assert season_period(monthly, 12) == 1.0 and season_period(monthly, 6) == 0.5
+    assert season_period(quarterly, 4) == 1.0
+    assert season_period(daily, 7) == pytest.approx(7 * daily.spacing)
