@@ -137,6 +137,11 @@ def series_row(series, seed: int, name: str) -> dict:
         "log_likelihood": fit.log_likelihood,
         "band_scale": fc.band_scale,
         "period": fit.period("PER"),
+        # the scaled interval score's two parts: the band's mean width and the penalty of
+        # the points outside it (2/alpha times the miss), so a gap can be placed
+        "width_scaled": float(np.mean(pred.upper - pred.lower)) / scale,
+        "miss_scaled": scores["interval_score_scaled"]
+        - float(np.mean(pred.upper - pred.lower)) / scale,
         **{k: scores[k] for k in SCORES},
     }
 
