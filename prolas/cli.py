@@ -305,11 +305,6 @@ def _forecast_settings(args: argparse.Namespace) -> ForecastSettings:
     if h > MAX_HORIZON:
         raise ProlasError(f"--horizon {h} is beyond the limit of {MAX_HORIZON} steps")
     k = FORECAST_MODELS if models is None else positive("--forecast-models", models)
-    if season is not None:
-        try:
-            season = int(season)
-        except ValueError:
-            raise ProlasError(f"--season-length must be an integer >= 0, got {season!r}") from None
     return ForecastSettings(
         h,
         method or DEFAULT_FORECAST,
@@ -362,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument(
         "--season-length",
         dest="forecast_season",
+        type=_non_negative_int,
         metavar="M",
         help="with --horizon: the season in steps of the data's spacing (12 for monthly "
         "data) at which the fixed kernel's periodic part is held when the forecast comes "

@@ -747,7 +747,7 @@ def _natural_fit(
     With a ``season`` (:attr:`FitConfig.season`) the fixed periods are not counted in
     ``n_params`` and BIC."""
     x0, s = float(dataset.x[0]), float(dataset.span)
-    fixed = sum(p.name == "period" for p in model.params) if model.fixed_period > 0 else 0
+    fixed = sum(p.lower == p.upper for p in model.params)  # held: a box of one value
     k = expr.n_params - fixed
     try:
         terms, noise = theta_to_natural(model, theta, x0, s)

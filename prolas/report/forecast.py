@@ -691,10 +691,10 @@ def fixed_fits(
     One per offset, in that order, failed fits included (``ok`` False, with their
     reasons).
     """
+    kernel = FIXED_SEASONAL_KERNEL if season > 0 else FIXED_FORECAST_KERNEL
     fits = [fixed_fit(result, dataset, config, season)]
     for offset in FIXED_FORECAST_SEED_OFFSETS[1:]:
         other = config.replace(seed=config.seed + offset)  # the fit seed (fit_config)
-        kernel = FIXED_SEASONAL_KERNEL if season > 0 else FIXED_FORECAST_KERNEL
         fits.append(_on_all_points(kernel, None, dataset, dataset, other, season))
     return fits
 

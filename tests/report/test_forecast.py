@@ -559,16 +559,18 @@ def test_prolas_fit_holds_the_season_of_a_dated_monthly_series(tmp_path, capsys)
     assert held in lines["calendar"]
     assert "held" not in lines["free"] and "the fixed kernel LIN + PER + SE" in lines["free"]
     assert not np.allclose(frames["calendar"]["mean"], frames["free"]["mean"])
-    # the option needs a forecast, and a count of steps
-    for argv, message in (
-        (["--season-length", "12"], "need --horizon H"),
-        (["--horizon", "6", "--season-length", "x"], "--season-length must be an integer"),
-        (["--horizon", "6", "--season-length", "-1"], "--season-length must be an integer >= 0"),
-    ):
-        code = main(["fit", str(data), *QUICK_CKS, *argv, "--out", str(tmp_path / "bad")])
-        _, err = capsys.readouterr()
-        assert code != 0 and message in err, err
-        assert not (tmp_path / "bad" / "result.json").exists()
+    # the option needs a forecast, and a count of steps (a usage error, exit 2)
+    bad = ["fit", str(data), *QUICK_CKS, "--out", str(tmp_path / "bad")]
+    code = main([*bad, "--season-length", "12"])
+    _, err = capsys.readouterr()
+    assert code != 0 and "--season-length need --horizon H" in err, err
+    for value, message in (("x", "expected an integer, got 'x'"), ("-1", ">= 0, got -1")):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*bad, "--horizon", "6", "--season-length", value])
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert exit_info.value.code == 2 and "argument --season-length" in last
+        assert message in last, last
+    assert not (tmp_path / "bad").exists()
 
 
 def test_forecast_source_auto_is_the_fixed_kernel_below_144_points(airline) -> None:
