@@ -48,7 +48,14 @@ from prolas.bench.forecast_bench import suite_series
 from prolas.data import Dataset
 from prolas.gp import FitConfig, fit_gp
 from prolas.limits import FIXED_FORECAST_KERNEL, LENGTHSCALE_FLOOR
-from prolas.report.forecast import Forecast, forecast, mixture_quantiles
+from prolas.report.forecast import (
+    Forecast,
+    _components,
+    _steps,
+    forecast,
+    horizon_check,
+    mixture_quantiles,
+)
 from prolas.report.scoring import (
     QUANTILE_LEVELS,
     Predictive,
@@ -90,9 +97,9 @@ SCORES = ("rmse", "mase", "coverage", "interval_score_scaled", "crps_scaled")
 STABLE_NATS = 0.5
 
 
-def series_row(series, seed: int, name: str) -> dict:
+def series_row(series, seed: int, name: str, dump: Path | None = None) -> dict:
     """One (series, seed, candidate): the cold fits, their forecast of the test inputs and
-    their scores."""
+    their scores; with ``dump`` a folder, also the band's raw material (:func:`dump_band`)."""
     offsets = MIXTURE_SEED_OFFSETS if name in MIXTURES else (0,)
     on_log = name in ON_LOG_Y and bool(np.all(series.train.y > 0))
     data = log_dataset(series.train) if on_log else series.train
@@ -128,6 +135,8 @@ def series_row(series, seed: int, name: str) -> dict:
         )
     seconds = time.perf_counter() - t0
     scale = seasonal_naive_scale(series.train.y, series.season_length or 12)
+    if dump is not None and not on_log:
+        dump_band(dump / f"{series.name}_{seed}_{name}.npz", fits, data, series, fc, scale)
     pred = exp_predictive(fc) if on_log else forecast_predictive(fc)
     scores = score_forecast(series.test_y, pred, scale)
     return {
@@ -144,6 +153,35 @@ def series_row(series, seed: int, name: str) -> dict:
         - float(np.mean(pred.upper - pred.lower)) / scale,
         **{k: scores[k] for k in SCORES},
     }
+
+
+def dump_band(path: Path, fits, data: Dataset, series, fc: Forecast, scale: float) -> None:
+    """What a band rule needs, saved so that rules can be compared without fitting again
+    (``band_rules_offline.py``): the refitted check's pairs at the forecast's lead times
+    (:func:`prolas.report.forecast.horizon_check`, standardised y: ``check_y`` ``(P,)``,
+    ``check_means``/``check_sds`` ``(K, P)``, ``check_origin`` ``(P,)``), the test
+    forecast's components before any band factor in y's units (``means``/``sds``
+    ``(K, h)``), the mixture weights ``(K,)``, the test values ``(h,)``, the seasonal naive
+    scale and the product's own band factor."""
+    steps = _steps(data, np.asarray(series.test_x, dtype=np.float64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check = horizon_check(fits, data, steps, refit=True)
+    means, sds = _components(fits, data, np.asarray(series.test_x, dtype=np.float64))
+    empty = np.zeros((len(fits), 0))
+    np.savez(
+        path,
+        check_y=check.y if check is not None else np.zeros(0),
+        check_means=check.means if check is not None else empty,
+        check_sds=check.sds if check is not None else empty,
+        check_origin=check.origin if check is not None else np.zeros(0, dtype=int),
+        means=data.unstandardise(means),
+        sds=sds * data.y_std,
+        weights=np.asarray(fc.weights, dtype=np.float64),
+        test_y=np.asarray(series.test_y, dtype=np.float64),
+        scale=float(scale),
+        band_scale=float(fc.band_scale),
+    )
 
 
 def log_dataset(data: Dataset) -> Dataset:
@@ -209,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out", type=Path, required=True, help="CSV of the rows")
     ap.add_argument("--markdown", type=Path, help="the summary as a markdown file")
+    ap.add_argument(
+        "--dump",
+        type=Path,
+        help="a folder for each row's band material (.npz, for band_rules_offline.py)",
+    )
     args = ap.parse_args(argv)
     candidates = [c.strip() for c in args.candidates.split(",") if c.strip()]
     unknown = [c for c in candidates if c not in CANDIDATES]
@@ -218,12 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     only = tuple(s.strip() for s in (args.series or "").split(",") if s.strip())
     pairs = suite_series(args.suite, args.data_dir, args.half, only)
     jobs = [
-        (s, seed, name)
+        (s, seed, name, args.dump)
         for s, _ in pairs
         if s.train is not None and s.test_x.size
         for name in candidates
         for seed in seeds
     ]
+    if args.dump is not None:
+        args.dump.mkdir(parents=True, exist_ok=True)
     pool = ProcessPoolExecutor(max_workers=args.workers) if args.workers > 1 else None
     try:
         rows = list(pool.map(_job, jobs) if pool is not None else map(_job, jobs))
