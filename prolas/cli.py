@@ -36,7 +36,7 @@ from prolas.limits import (
     FIXED_FORECAST_BELOW,
     FIXED_FORECAST_KERNEL,
     FIXED_SEASONAL_KERNEL,
-    FORECAST_BANDS,
+    FORECAST_BAND_CHOICES,
     FORECAST_METHODS,
     FORECAST_MODELS,
     FORECAST_SOURCES,
@@ -237,13 +237,14 @@ def _add_forecast_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--forecast-band",
-        choices=FORECAST_BANDS,
+        choices=FORECAST_BAND_CHOICES,
         help="with --horizon: model = the models' own 95%% predictive band; calibrated = "
         "every model's predictive standard deviation times the factor (0.5 to 4) under "
         "which the forecast best predicted the end of the training data at the same lead "
         "times; refitted = the same with each model's hyperparameters refitted on the data "
-        f"before each of those forecasts (default {DEFAULT_FORECAST_BAND}: "
-        "benchmarks/results/forecast_peers/)",
+        "before each of those forecasts; shrunk = times the square root of refitted's "
+        "factor; auto (default) = shrunk for the fixed seasonal kernel's forecast, else "
+        "refitted (benchmarks/results/forecast_peers/, band_factor/)",
     )
     g.add_argument(
         "--forecast-trend",

@@ -17,7 +17,7 @@ from prolas.limits import (
     DEFAULT_FORECAST_BAND,
     DEFAULT_FORECAST_SOURCE,
     DEFAULT_GRAMMAR,
-    FORECAST_BANDS,
+    FORECAST_BAND_CHOICES,
     FORECAST_SOURCES,
     FORECAST_SUITES,
     LENGTHSCALE_FLOOR,
@@ -147,7 +147,7 @@ def add_bench_parser(sub) -> None:
     b.add_argument("--series", help="--forecast: comma-separated series names of the suite")
     b.add_argument(
         "--forecast-band",
-        choices=FORECAST_BANDS,
+        choices=FORECAST_BAND_CHOICES,
         default=DEFAULT_FORECAST_BAND,
         help="--forecast: prolas's band, as prolas fit --forecast-band (default "
         f"{DEFAULT_FORECAST_BAND})",

@@ -42,7 +42,8 @@ from prolas.limits import (
     FIXED_FORECAST_BELOW,
     FIXED_FORECAST_KERNELS,
     FIXED_FORECAST_SEED_OFFSETS,
-    FORECAST_BANDS,
+    FIXED_SEASONAL_KERNEL,
+    FORECAST_BAND_CHOICES,
     FORECAST_METHODS,
     FORECAST_MODELS,
     FORECAST_SOURCES,
@@ -55,6 +56,7 @@ __all__ = [
     "ForecastSettings",
     "Outputs",
     "TEST_FORECAST_FILES",
+    "band_used",
     "forecast_fits",
     "forecast_source",
     "source_used",
@@ -79,8 +81,11 @@ class ForecastSettings:
         horizon: future steps after the last input for forecast.csv/png; None writes none.
         method: one of :data:`prolas.limits.FORECAST_METHODS` (default ``rolling-mix``).
         models: the number of top distinct models mixed or chosen from.
-        band: ``model`` (the models' own predictive band), ``calibrated`` or
-            ``refitted`` (scaled by :func:`prolas.report.forecast.band_scale`).
+        band: ``model`` (the models' own predictive band), ``calibrated``,
+            ``refitted`` (scaled by :func:`prolas.report.forecast.band_scale`), ``shrunk``
+            (``refitted``'s factor to the power :data:`prolas.limits.BAND_SHRINK_POWER`) or
+            ``auto`` (``shrunk`` for the fixed seasonal kernel, else ``refitted``;
+            :func:`band_used`).
         trend: ``linear`` leaves the models with a polynomial trend out of the top
             models (:func:`prolas.report.forecast.top_fits`), ``any`` keeps them.
         source: the models forecast from (``--forecast-from``): ``search`` (the search's
@@ -108,8 +113,8 @@ class ForecastSettings:
     def __post_init__(self) -> None:
         if self.method not in FORECAST_METHODS:
             raise ProlasError(f"--forecast must be one of {', '.join(FORECAST_METHODS)}")
-        if self.band not in FORECAST_BANDS:
-            raise ProlasError(f"--forecast-band must be one of {', '.join(FORECAST_BANDS)}")
+        if self.band not in FORECAST_BAND_CHOICES:
+            raise ProlasError(f"--forecast-band must be one of {', '.join(FORECAST_BAND_CHOICES)}")
         if self.trend not in FORECAST_TRENDS:
             raise ProlasError(f"--forecast-trend must be one of {', '.join(FORECAST_TRENDS)}")
         if self.source not in FORECAST_SOURCES:
@@ -193,6 +198,20 @@ def source_used(settings: ForecastSettings, dataset: Dataset, fits: Sequence[Fit
     if source == "fixed" and not fixed:
         return "search"
     return source
+
+
+def band_used(settings: ForecastSettings, dataset: Dataset, fits: Sequence[FitResult]) -> str:
+    """The band of :func:`prolas.report.forecast.forecast` for ``fits``
+    (:func:`forecast_fits`'s): ``settings.band`` unless it is ``auto``, which is ``shrunk``
+    when they are the fixed seasonal kernel's fits (:data:`FIXED_SEASONAL_KERNEL`, the
+    period held at a season) and ``refitted`` otherwise
+    (benchmarks/results/band_factor/ measured the fixed seasonal kernel only)."""
+    if settings.band != "auto":
+        return settings.band
+    seasonal = source_used(settings, dataset, fits) == "fixed" and all(
+        f.expression == FIXED_SEASONAL_KERNEL and f.season > 0 for f in fits
+    )
+    return "shrunk" if seasonal else "refitted"
 
 
 def forecast_mixing(
@@ -347,7 +366,8 @@ def _write_forecast(
 
     horizon = settings.horizon
     method, weights = forecast_mixing(settings, dataset, fits)
-    fc = forecast(fits, dataset, horizon, method=method, weights=weights, band=settings.band)
+    band = band_used(settings, dataset, fits)
+    fc = forecast(fits, dataset, horizon, method=method, weights=weights, band=band)
     written = [fc.to_csv(out / "forecast.csv")]
     # the plot marks the transitions of the model forecast with: the pick, or the
     # mixture's dominant model (weight at least 0.5; rolling-mix is nearly always one)
@@ -400,11 +420,10 @@ def _write_forecast(
             top_model = fc.models[fc.weights.index(max(fc.weights))]
             if top_model != best.expression:
                 how += f", where {top_model} ranks above the search's best"
-    if settings.band != "model":
-        how += (
-            f"; band scaled by {fc.band_scale:.2f}, the factor that best forecast the "
-            "training data's end"
-        )
+    if band != "model":
+        what = "the factor" if band != "shrunk" else "the square root of the factor"
+        how += f"; band scaled by {fc.band_scale:.2f}, {what} that best forecast the training "
+        how += "data's end"
     left_out = best.expression not in fc.models and polynomial_trend(best.expression)
     if method != "best" and not fixed and settings.trend == "linear" and left_out:
         how += (
@@ -449,9 +468,8 @@ def write_test_forecast(
     test_x = np.asarray(test_x, dtype=np.float64).reshape(-1)
     test_y = np.asarray(test_y, dtype=np.float64).reshape(-1)
     method, weights = forecast_mixing(settings, dataset, fits)
-    fc = forecast(
-        list(fits), dataset, x_new=test_x, method=method, weights=weights, band=settings.band
-    )
+    band = band_used(settings, dataset, fits)
+    fc = forecast(list(fits), dataset, x_new=test_x, method=method, weights=weights, band=band)
     scale = seasonal_naive_scale(dataset.y, season_length)
     scores = score_forecast(test_y, forecast_predictive(fc), scale)
     frame = fc.to_frame()
@@ -469,6 +487,7 @@ def write_test_forecast(
         # the period the fixed kernel's fits held (0: fitted; not the fixed kernel: None)
         "season": fits[0].season if source_used(settings, dataset, fits) == "fixed" else None,
         "weights": list(fc.weights),
+        "band": band,
         "band_scale": fc.band_scale,
         "x": test_x.tolist(),
         "y": test_y.tolist(),

@@ -49,7 +49,7 @@ from prolas.limits import (
     DEFAULT_FORECAST_BAND,
     DEFAULT_FORECAST_SOURCE,
     DEFAULT_FORECAST_TREND,
-    FORECAST_BANDS,
+    FORECAST_BAND_CHOICES,
     FORECAST_METHODS,
     FORECAST_MODELS,
     FORECAST_SOURCES,
@@ -141,8 +141,8 @@ def _forecast_settings(
     the names the caller used."""
     if method not in FORECAST_METHODS:
         raise ProlasError(f"method must be one of {', '.join(FORECAST_METHODS)}, got {method!r}")
-    if band not in FORECAST_BANDS:
-        raise ProlasError(f"band must be one of {', '.join(FORECAST_BANDS)}, got {band!r}")
+    if band not in FORECAST_BAND_CHOICES:
+        raise ProlasError(f"band must be one of {', '.join(FORECAST_BAND_CHOICES)}, got {band!r}")
     if trend not in FORECAST_TRENDS:
         raise ProlasError(f"trend must be one of {', '.join(FORECAST_TRENDS)}, got {trend!r}")
     if source not in FORECAST_SOURCES:
@@ -413,7 +413,7 @@ class KernelSearch:
         source=DEFAULT_FORECAST_SOURCE,
     ) -> tuple[Forecast, list[FitResult]]:
         """The Forecast and the models it came from (the last few kept by arguments)."""
-        from prolas.fitjob import forecast_mixing
+        from prolas.fitjob import band_used, forecast_mixing
         from prolas.report.forecast import forecast
 
         self._fitted()
@@ -441,7 +441,7 @@ class KernelSearch:
                     method=mixing,
                     level=float(level) / 100,
                     weights=weights,
-                    band=settings.band,
+                    band=band_used(settings, self.data_, fits),
                 )
             if len(self._forecasts) >= 8:
                 self._forecasts.pop(next(iter(self._forecasts)))
@@ -471,9 +471,10 @@ class KernelSearch:
             method, models: as ``prolas fit --forecast M --forecast-models K``; the
                 default is the CLI's, ``rolling-mix`` (the top ``models`` mixed by how
                 well each forecast the last 10 % of the data).
-            band: as ``--forecast-band``: ``model`` (the models' own band),
+            band: as ``--forecast-band``: ``auto`` (default: ``shrunk`` for the fixed
+                seasonal kernel, else ``refitted``), ``model`` (the models' own band),
                 ``calibrated`` or ``refitted`` (scaled by the factor that best forecast
-                the data's end).
+                the data's end), ``shrunk`` (by that factor's square root).
             trend: as ``--forecast-trend``: ``linear`` (default) leaves the models with
                 a polynomial trend (a term with two or more LIN factors) out of the
                 top models, ``any`` keeps them.

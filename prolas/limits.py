@@ -51,15 +51,28 @@ FORECAST_METHODS = ("best", "bma", "rolling", "rolling-mix", "horizon-mix")
 DEFAULT_FORECAST = "rolling-mix"
 #: Models mixed or chosen from by ``--forecast`` unless ``--forecast-models`` says otherwise.
 FORECAST_MODELS = 5
-#: ``--forecast-band`` choices: the models' own predictive band, or the band with every
-#: component's standard deviation scaled by the factor that best forecast the end of the
-#: training data (:func:`prolas.report.forecast.band_scale`), from the hyperparameters
-#: fitted on all the data (``calibrated``) or refitted before each origin (``refitted``).
-FORECAST_BANDS = ("model", "calibrated", "refitted")
+#: Bands of :func:`prolas.report.forecast.forecast`: the models' own predictive band, or
+#: the band with every component's standard deviation scaled by the factor that best
+#: forecast the end of the training data (:func:`prolas.report.forecast.band_scale`), from
+#: the hyperparameters fitted on all the data (``calibrated``) or refitted before each
+#: origin (``refitted``), or ``refitted``'s factor to the power :data:`BAND_SHRINK_POWER`
+#: (``shrunk``).
+FORECAST_BANDS = ("model", "calibrated", "refitted", "shrunk")
+#: ``--forecast-band`` choices: a band of :data:`FORECAST_BANDS`, or ``auto``: ``shrunk``
+#: for the fixed seasonal kernel's forecast, ``refitted`` for every other
+#: (:func:`prolas.fitjob.band_used`).
+FORECAST_BAND_CHOICES = ("auto", *FORECAST_BANDS)
 #: Decided on the M3 tuning half (benchmarks/results/forecast_peers/README.md, decisions
 #: 1 and 2): ``refitted`` raised the mean 95 % coverage from 0.802 to 0.883 and lowered the
-#: interval score from 9.47 to 7.88 (``calibrated``: 0.787 and 9.62).
-DEFAULT_FORECAST_BAND = "refitted"
+#: interval score from 9.47 to 7.88 (``calibrated``: 0.787 and 9.62). For the fixed
+#: seasonal kernel ``auto`` takes ``shrunk`` (benchmarks/results/band_factor/, decided on
+#: the tuning half at fit seeds 0-2: interval score 5.59-5.63 -> 5.19-5.20, coverage 0.96
+#: -> 0.94-0.95).
+DEFAULT_FORECAST_BAND = "auto"
+#: ``shrunk``'s power on the ``refitted`` factor s: s^0.5, its logarithm pulled halfway to
+#: 0. The check's five overlapping origins make s a noisy estimate, and its noise widened
+#: some bands for nothing while others stayed short (benchmarks/results/band_factor/).
+BAND_SHRINK_POWER = 0.5
 #: ``--forecast-trend`` choices: ``linear`` leaves out of a forecast's models every model
 #: with a polynomial trend (a canonical term with two or more LIN factors:
 #: :func:`prolas.report.forecast.polynomial_trend`), ``any`` keeps them.

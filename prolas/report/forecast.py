@@ -95,6 +95,7 @@ from prolas.expr import Expression, parse
 from prolas.gp import FitResult, predict
 from prolas.limits import (
     BAND_REFIT_LIMIT,
+    BAND_SHRINK_POWER,
     DEFAULT_FORECAST,
     DEFAULT_FORECAST_TREND,
     FIXED_FORECAST_KERNEL,
@@ -446,11 +447,14 @@ def forecast(
             ``"refitted"``: every component's standard deviation times the factor that
             scored best on forecasts of the data's own end (:func:`band_scale`; with
             ``"refitted"`` each forecast there comes from hyperparameters refitted on the
-            points before it). The mean does not change, the band and the density do.
+            points before it); ``"shrunk"``: ``refitted``'s factor to the power
+            :data:`prolas.limits.BAND_SHRINK_POWER` (its square root: the check's factor
+            is a noisy estimate, benchmarks/results/band_factor/). The mean does not
+            change, the band and the density do.
         draws: ``horizon-mix`` only: 0, pseudo-BMA weights; B > 0, pseudo-BMA+ with B
             Bayesian-bootstrap draws over the check's origins (:func:`origin_weights`);
             None, :data:`HORIZON_MIX_DRAWS`.
-        band_score: ``horizon-mix`` with the ``refitted`` band only: the score its
+        band_score: ``horizon-mix`` with the ``refitted`` or ``shrunk`` band only: the score its
             factor minimises, ``"log"`` (the log density) or ``"interval"`` (the
             interval score of the ``level`` band; :func:`horizon_band_scale`).
 
@@ -504,14 +508,16 @@ def forecast(
     scale = 1.0
     if band not in FORECAST_BANDS:
         raise ForecastError(f"unknown band {band!r}; choose from {FORECAST_BANDS}")
-    if band == "refitted" and pairs is not None:  # horizon-mix: cross-fitted on its check
+    refit = band in ("refitted", "shrunk")
+    if refit and pairs is not None:  # horizon-mix: cross-fitted on its check
         scale, _ = horizon_band_scale(
             pairs, [f.bic for f in fits], draws, score=band_score, level=level
         )
-        sds = scale * sds
     elif band != "model":
-        scale, _ = band_scale(fits, dataset, w, _steps(dataset, x), refit=band == "refitted")
-        sds = scale * sds
+        scale, _ = band_scale(fits, dataset, w, _steps(dataset, x), refit=refit)
+    if band == "shrunk":
+        scale = scale**BAND_SHRINK_POWER
+    sds = scale * sds
     mean = (w[:, None] * means).sum(0)
     tail = 0.5 * (1.0 - float(level))
     lower = mixture_quantiles(tail, means, sds, w)

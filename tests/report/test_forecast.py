@@ -312,6 +312,44 @@ def test_a_calibrated_forecast_keeps_its_mean_and_scales_its_band(trend_season, 
     np.testing.assert_allclose(cal.component_sds, s * own.component_sds, rtol=1e-12)
 
 
+def test_a_shrunk_band_is_scaled_by_the_square_root_of_the_refitted_factor(
+    trend_season, fits
+) -> None:
+    narrow = _noise_times(fits[0], 1 / 25)  # a band far too narrow: refitted widens it
+    refitted = forecast(narrow, trend_season, horizon=12, method="best", band="refitted")
+    shrunk = forecast(narrow, trend_season, horizon=12, method="best", band="shrunk")
+    s, _ = band_scale([narrow], trend_season, [1.0], 12, refit=True)
+    assert refitted.band_scale == s > 1.1  # (1.24: the refits fit the noise again)
+    assert shrunk.band_scale == pytest.approx(s**0.5, rel=1e-12)
+    np.testing.assert_array_equal(shrunk.mean, refitted.mean)
+    np.testing.assert_allclose(shrunk.component_sds, refitted.component_sds / s**0.5, rtol=1e-12)
+    # between the models' own band and refitted's, in log midway
+    own = forecast(narrow, trend_season, horizon=12, method="best")
+    assert np.all(own.upper - own.lower < shrunk.upper - shrunk.lower)
+    assert np.all(shrunk.upper - shrunk.lower < refitted.upper - refitted.lower)
+
+
+def test_band_auto_is_shrunk_for_the_fixed_seasonal_kernel_only(trend_season, fits) -> None:
+    from prolas.fitjob import ForecastSettings, band_used
+    from prolas.gp import FitConfig
+    from prolas.limits import FIXED_FORECAST_KERNEL, FIXED_SEASONAL_KERNEL
+
+    held = fit_gp(FIXED_SEASONAL_KERNEL, trend_season, FitConfig(restarts=1, season=1.0))
+    free = fit_gp(FIXED_FORECAST_KERNEL, trend_season, restarts=1)
+    short = trend_season.take(np.arange(50), "50 points")  # auto forecasts from the fixed kernel
+    auto = ForecastSettings(horizon=6)
+    assert auto.band == "auto"
+    assert band_used(auto, short, [held, held]) == "shrunk"
+    assert band_used(auto, short, [free, free]) == "refitted"  # no season: as measured before
+    assert band_used(auto, short, fits) == "refitted"  # the search's models stood in
+    searched = ForecastSettings(horizon=6, source="search")
+    assert band_used(searched, short, [held]) == "refitted"
+    for band in ("model", "calibrated", "refitted", "shrunk"):
+        assert band_used(ForecastSettings(horizon=6, band=band), short, [held]) == band
+    with pytest.raises(ProlasError, match="--forecast-band must be one of auto, model"):
+        ForecastSettings(horizon=6, band="wide")
+
+
 def test_band_scale_leaves_the_band_alone_on_too_few_points(trend_season, fits) -> None:
     narrow = _noise_times(fits[0], 1 / 25)
     assert band_scale([narrow], trend_season.take(np.arange(5), "5 points"), [1.0], 12) == (1.0, 2)
@@ -558,6 +596,9 @@ def test_prolas_fit_holds_the_season_of_a_dated_monthly_series(tmp_path, capsys)
     held = "the fixed kernel LIN + PER*SE + SE, its period held at the season (1), its fits"
     assert held in lines["calendar"]
     assert "held" not in lines["free"] and "the fixed kernel LIN + PER + SE" in lines["free"]
+    # the default band: shrunk for the seasonal kernel, refitted for the free one
+    assert "the square root of the factor that best forecast" in lines["calendar"]
+    assert "; band scaled by" in lines["free"] and "square root" not in lines["free"]
     assert not np.allclose(frames["calendar"]["mean"], frames["free"]["mean"])
     # the option needs a forecast, and a count of steps (a usage error, exit 2)
     bad = ["fit", str(data), *QUICK_CKS, "--out", str(tmp_path / "bad")]
