@@ -34,16 +34,14 @@ import pandas as pd
 
 from prolas.report.forecast import (
     BAND_SCALE_BOUNDS,
-    BAND_SCALE_MIN_POINTS,
     HorizonCheck,
+    _interval_scale_on,
     _scale_on,
     mixture_quantiles,
 )
 from prolas.report.scoring import QUANTILE_LEVELS, Predictive, score_forecast
 
 SCORES = ("mase", "coverage", "interval_score_scaled", "crps_scaled")
-#: The grid of every searched factor: :func:`prolas.report.forecast._scale_on`'s.
-GRID = np.exp(np.linspace(math.log(BAND_SCALE_BOUNDS[0]), math.log(BAND_SCALE_BOUNDS[1]), 97))
 
 
 def load(path: Path) -> dict:
@@ -72,18 +70,12 @@ def refitted_factor(row: dict) -> float:
 
 
 def interval_factor(row: dict) -> float:
-    """The grid factor of least mean 95 % interval score on the check's pairs."""
+    """The grid factor of least mean 95 % interval score on the check's pairs
+    (:func:`prolas.report.forecast._interval_scale_on`, horizon-mix's ``interval`` score)."""
     check = check_of(row)
-    if check is None or check.n_pairs < BAND_SCALE_MIN_POINTS:
+    if check is None:
         return 1.0
-    w = row["weights"]
-    scores = []
-    for g in GRID:
-        lo = mixture_quantiles(0.025, check.means, g * check.sds, w)
-        hi = mixture_quantiles(0.975, check.means, g * check.sds, w)
-        y = check.y
-        scores.append(np.mean((hi - lo) + 40 * (lo - y) * (y < lo) + 40 * (y - hi) * (y > hi)))
-    return float(GRID[int(np.argmin(scores))])
+    return _interval_scale_on(check, row["weights"], BAND_SCALE_BOUNDS, 0.95)[0]
 
 
 def factor(row: dict, rule: str) -> float:
