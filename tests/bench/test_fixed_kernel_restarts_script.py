@@ -98,3 +98,50 @@ def test_season_candidates_hold_the_period_as_the_product_does(tmp_path):
     )
     assert row["mase"] == pytest.approx(scores["mase"], rel=1e-9)
     assert row["interval_score_scaled"] == pytest.approx(scores["interval_score_scaled"], rel=1e-9)
+
+
+def test_dumped_band_material_replays_the_products_bands(tmp_path):
+    import math
+
+    from prolas.bench.forecast_bench import suite_series
+    from prolas.gp import FitConfig, fit_gp
+    from prolas.limits import FIXED_SEASONAL_KERNEL
+    from prolas.report.forecast import forecast
+    from prolas.report.scoring import forecast_predictive, score_forecast, seasonal_naive_scale
+
+    script = load_script("fixed_kernel_restarts")
+    rules = load_script("band_rules_offline")
+    out, dump = tmp_path / "rows.csv", tmp_path / "dump"
+    args = ["--series", "N1410", "--seeds", "0", "--candidates", "Q3", "--out", str(out)]
+    assert script.main([*args, "--data-dir", str(DATA), "--dump", str(dump)]) == 0
+    row = pd.read_csv(out).iloc[0]
+    assert [p.name for p in dump.iterdir()] == ["N1410_0_Q3.npz"]
+    replay = tmp_path / "rules.csv"
+    assert (
+        rules.main([str(dump), "--rules", "refitted,shrink:0.5:1.0,const:1", "--out", str(replay)])
+        == 0
+    )
+    got = pd.read_csv(replay).set_index("rule")
+    # refitted: the script's own factor and scores, from the dumped check alone
+    assert got.loc["refitted", "factor"] == pytest.approx(row["band_scale"], rel=1e-12)
+    for k in ("interval_score_scaled", "crps_scaled", "coverage", "mase"):
+        assert got.loc["refitted", k] == pytest.approx(row[k], rel=1e-9)
+    # shrink:0.5:1.0 is the product's shrunk band: the same fits forecast with band="shrunk"
+    assert got.loc["shrink:0.5:1.0", "factor"] == pytest.approx(math.sqrt(row["band_scale"]))
+    ((series, _),) = suite_series("m3-monthly", str(DATA), "all", ("N1410",))
+    held = 12 * series.train.spacing
+    fits = [
+        fit_gp(FIXED_SEASONAL_KERNEL, series.train, FitConfig(restarts=8, seed=s, season=held))
+        for s in (0, 3, 6)
+    ]
+    fc = forecast(
+        fits, series.train, x_new=series.test_x, method="bma", weights=[1, 1, 1], band="shrunk"
+    )
+    scores = score_forecast(
+        series.test_y, forecast_predictive(fc), seasonal_naive_scale(series.train.y, 12)
+    )
+    assert fc.band_scale == pytest.approx(got.loc["shrink:0.5:1.0", "factor"], rel=1e-12)
+    for k in ("interval_score_scaled", "crps_scaled"):
+        assert got.loc["shrink:0.5:1.0", k] == pytest.approx(scores[k], rel=1e-9)
+    # a constant factor of 1 is the models' own band: narrower here than the refitted one
+    assert got.loc["const:1", "width_scaled"] < got.loc["refitted", "width_scaled"]
