@@ -20,11 +20,19 @@ Writes one row per (series, seed, rule) with the factor and the scores
 
     python benchmarks/scripts/band_rules_offline.py DUMP --rules refitted,const:1.4 \\
         --out rows.csv --markdown summary.md
+
+With ``--bench``, DUMP is instead a ``prolas bench --forecast`` run folder, and the rows
+are its prolas forecasts (``DUMP/prolas/<series>/test_predictive.json``: the components
+at the test inputs, the band used and its factor, the test values and the scale); the
+check's pairs are not there, so only the rules that need nothing but the ``refitted``
+factor apply (``refitted``, ``const``, ``shrink``, ``cap``). A forecast whose band was
+``shrunk`` recorded ``s^½``; its ``refitted`` factor is the square of that.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -51,6 +59,29 @@ def load(path: Path) -> dict:
     return {**row, "series": series, "seed": int(seed), "candidate": candidate}
 
 
+def load_bench(path: Path) -> dict:
+    """One prolas forecast of a bench run as a dumped row: the components before any band
+    factor, and the ``refitted`` factor as ``band_scale``."""
+    doc = json.loads(path.read_text())
+    applied = float(doc["band_scale"])
+    band = doc.get("band", "refitted")  # runs before the band was recorded: refitted
+    if band not in ("refitted", "shrunk"):
+        raise SystemExit(f"{path}: band {band!r} holds no refitted factor")
+    refitted = applied**2 if band == "shrunk" else applied
+    return {
+        "series": path.parent.name,
+        "seed": -1,
+        "candidate": "prolas",
+        "means": np.asarray(doc["component_means"], dtype=np.float64),
+        "sds": np.asarray(doc["component_sds"], dtype=np.float64) / applied,
+        "weights": np.asarray(doc["weights"], dtype=np.float64),
+        "test_y": np.asarray(doc["y"], dtype=np.float64),
+        "scale": float(doc["scores"]["scale"]),
+        "band_scale": refitted,
+        "check_y": np.zeros(0),
+    }
+
+
 def check_of(row: dict) -> HorizonCheck | None:
     if row["check_y"].size == 0:
         return None
@@ -66,6 +97,8 @@ def check_of(row: dict) -> HorizonCheck | None:
 
 
 def refitted_factor(row: dict) -> float:
+    if "check_means" not in row:  # a bench run's forecast: its recorded factor
+        return float(row["band_scale"])
     return _scale_on(check_of(row), row["weights"], BAND_SCALE_BOUNDS)[0]
 
 
@@ -88,6 +121,8 @@ def factor(row: dict, rule: str) -> float:
         lam, centre = float(args[0]), float(args[1])
         return math.exp(lam * math.log(refitted_factor(row)) + (1 - lam) * math.log(centre))
     if name == "interval":
+        if "check_means" not in row:
+            raise SystemExit("the interval rule needs the check's pairs (a --dump folder)")
         return interval_factor(row)
     if name == "cap":
         return min(refitted_factor(row), float(args[0]))
@@ -112,13 +147,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dump", type=Path, help="a folder of fixed_kernel_restarts.py --dump")
     ap.add_argument("--rules", default="refitted")
+    ap.add_argument("--bench", action="store_true", help="DUMP is a prolas bench run folder")
+    ap.add_argument("--seed", type=int, default=-1, help="--bench: the run's fit seed (a label)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args(argv)
     rules = [r.strip() for r in args.rules.split(",") if r.strip()]
     rows = []
-    for path in sorted(args.dump.glob("*.npz")):
-        row = load(path)
+    paths = (
+        sorted(args.dump.glob("prolas/*/test_predictive.json"))
+        if args.bench
+        else sorted(args.dump.glob("*.npz"))
+    )
+    for path in paths:
+        row = {**load_bench(path), "seed": args.seed} if args.bench else load(path)
         for rule in rules:
             s = factor(row, rule)
             rows.append(

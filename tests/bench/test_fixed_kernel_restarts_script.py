@@ -101,6 +101,7 @@ def test_season_candidates_hold_the_period_as_the_product_does(tmp_path):
 
 
 def test_dumped_band_material_replays_the_products_bands(tmp_path):
+    import json
     import math
 
     from prolas.bench.forecast_bench import suite_series
@@ -145,3 +146,26 @@ def test_dumped_band_material_replays_the_products_bands(tmp_path):
         assert got.loc["shrink:0.5:1.0", k] == pytest.approx(scores[k], rel=1e-9)
     # a constant factor of 1 is the models' own band: narrower here than the refitted one
     assert got.loc["const:1", "width_scaled"] < got.loc["refitted", "width_scaled"]
+    # --bench: the same forecast as a bench run records it (test_predictive.json, its
+    # shrunk factor) gives back the refitted band's scores and its own
+    folder = tmp_path / "run" / "prolas" / "N1410"
+    folder.mkdir(parents=True)
+    doc = {
+        "band": "shrunk",
+        "band_scale": fc.band_scale,
+        "weights": list(fc.weights),
+        "component_means": fc.component_means.tolist(),
+        "component_sds": fc.component_sds.tolist(),
+        "y": series.test_y.tolist(),
+        "scores": {"scale": seasonal_naive_scale(series.train.y, 12)},
+    }
+    (folder / "test_predictive.json").write_text(json.dumps(doc))
+    bench = tmp_path / "bench.csv"
+    argv = [str(tmp_path / "run"), "--bench", "--rules", "refitted,shrink:0.5:1.0"]
+    assert rules.main([*argv, "--out", str(bench)]) == 0
+    again = pd.read_csv(bench).set_index("rule")
+    for rule in ("refitted", "shrink:0.5:1.0"):
+        for k in ("factor", "interval_score_scaled", "crps_scaled"):
+            assert again.loc[rule, k] == pytest.approx(got.loc[rule, k], rel=1e-9)
+    with pytest.raises(SystemExit, match="needs the check's pairs"):
+        rules.main([str(tmp_path / "run"), "--bench", "--rules", "interval", "--out", str(bench)])
