@@ -1263,6 +1263,9 @@ def forecast_title(fc: Forecast) -> str:
     """The forecast plot's title: the model, or which mixture of how many models."""
     if len(fc.models) == 1 and fc.method in ("bma", "rolling-mix", "horizon-mix"):
         return f"forecast, {len(fc)} steps: {fc.models[0]}"  # a mixture of one model
+    if fc.method == "bma" and len(set(fc.models)) == 1:  # one kernel's fits (the fixed kernel)
+        equally = " equally" if len(set(fc.weights)) == 1 else ""
+        return f"forecast, {len(fc)} steps: {fc.models[0]}, {len(fc.models)} fits mixed{equally}"
     how = {
         "best": fc.models[0],
         "rolling": f"{fc.models[0]} (rolling-origin pick)",

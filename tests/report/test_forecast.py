@@ -446,6 +446,12 @@ def test_forecast_plot_title_names_the_model_or_the_mixture(trend_season, fits) 
         "rolling-mix": "forecast, 6 steps: mixture of 3 models weighted by their forecasts "
         "of the data's end",
     }
+    # one kernel's fits at several seeds (the fixed kernel's forecast) are not a BIC mixture
+    seeds = [fit_gp("LIN + PER", trend_season, restarts=1, seed=s) for s in (0, 3)]
+    equal = forecast(seeds, trend_season, 6, method="bma", weights=[1, 1])
+    assert forecast_title(equal) == "forecast, 6 steps: LIN + PER, 2 fits mixed equally"
+    by_bic = forecast_title(forecast(seeds, trend_season, 6, method="bma"))
+    assert by_bic.startswith("forecast, 6 steps: LIN + PER, 2 fits mixed")
 
 
 def test_rolling_mix_weights_stay_finite_when_scores_are_not(trend_season, fits, monkeypatch):
