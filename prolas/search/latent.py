@@ -103,8 +103,9 @@ from prolas.limits import (
 from prolas.records import SearchResult
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluator
+from prolas.search.greedy import STANDARD_BASE_KERNELS, expand
 from prolas.search.portfolio import warm_start
-from prolas.surrogates.acquisition import sequence_drops, sequence_edits
+from prolas.surrogates.acquisition import sequence_drops, sequence_edits, two_kernel_sequences
 from prolas.surrogates.model import dense_numerics
 from prolas.vae import TrainedVAE, resolve_vae
 
@@ -187,6 +188,16 @@ class LatentBOConfig:
             Default on (``benchmarks/results/drop_edits/``: on the M3 tuning half at fit
             seed 1, 55 of 75 series at CKS's optimum instead of 51, at 0.98 times CKS's
             wall time instead of 1.10).
+        short_opening: a search of a series of fewer than ``SHORT_SERIES_POINTS`` points
+            evaluates, right after the base kernels, the first ``short_opening`` new
+            expressions of CKS's second level: :func:`prolas.search.greedy.expand` of the
+            best base kernel (CKS's base set, with the change rules where the grammar has
+            change operations), each at the latent code of its two-kernel sequence. These
+            are extra to ``n_init``. CKS evaluates them all before anything larger; the
+            latent search reaches them only through the incumbent's moves, one per step
+            and in acquisition order, and on short series passed over change windows
+            worth tens of nats (``CW(SE, C)``). 0 (default): off
+            (``benchmarks/results/greedy_opening/`` measures 10).
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -242,6 +253,7 @@ class LatentBOConfig:
     cost_power: float = 1.0
     drop_edits: bool = False
     drops_first: bool = True
+    short_opening: int = 0
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -266,7 +278,7 @@ class LatentBOConfig:
         ``short_patience``: those ranked every series on the nine series' library and had
         no patience stop; records from before incumbent steps lack ``incumbent_every``
         (and ``cost_power``), records from before drop edits lack ``drop_edits`` and
-        ``drops_first``."""
+        ``drops_first``, records from before the greedy opening lack ``short_opening``."""
         values = {
             "base_kernels": False,
             "pool_window": 1,
@@ -280,6 +292,7 @@ class LatentBOConfig:
             "cost_power": 0.0,
             "drop_edits": False,
             "drops_first": False,
+            "short_opening": 0,
             **options,
         }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -297,6 +310,8 @@ class LatentBOConfig:
             raise ProlasError("warm_start must be at least 0")
         if self.short_patience < 0:
             raise ProlasError("short_patience must be at least 0 (0: no patience stop)")
+        if self.short_opening < 0:
+            raise ProlasError("short_opening must be at least 0 (0: no opening)")
         if not self.surrogate_noise_floor > 0.0:
             raise ProlasError("surrogate_noise_floor must be positive")
         if not self.patience_ratio >= 0.0 or self.patience_min < 0:
@@ -359,6 +374,8 @@ class _LatentSearch:
         self.ev = evaluator
         self.dataset_name = dataset_name
         self.n_points = n_points  # the searched data's length (picks the warm start's library)
+        # a short series (the patience stop and the greedy opening apply)
+        self.short = n_points is not None and n_points < SHORT_SERIES_POINTS
         self.vae = trained
         self.opt = options
         self.seed = seed
@@ -481,8 +498,7 @@ class _LatentSearch:
         stall = 0
         max_steps = self.opt.max_steps_factor * self.ev.budget
         steps = 0
-        short = self.n_points is not None and self.n_points < SHORT_SERIES_POINTS
-        patience = self.opt.short_patience if short else 0
+        patience = self.opt.short_patience if self.short else 0
         best_after: list[float] = []  # best BIC after each evaluation (1-based i at i - 1)
         while not self.ev.exhausted:
             if steps >= max_steps:
@@ -523,13 +539,18 @@ class _LatentSearch:
         )
 
     def initial_design(self) -> None:
-        """The base kernels, the warm start, then Sobol points until ``n_init`` new
-        expressions (at most ``50 n`` points; the repeats join the data for free)."""
+        """The base kernels, on a short series the greedy opening (extra to ``n_init``),
+        the warm start, then Sobol points until ``n_init`` new expressions (at most
+        ``50 n`` points; the repeats join the data for free)."""
         n = min(self.opt.n_init, self.ev.remaining)
         if self.opt.base_kernels:
             picked = self.base_kernel_points(n)
             self.evaluate(picked)
             n -= len(picked)
+            if self.short and self.opt.short_opening:
+                k = min(self.opt.short_opening, self.ev.remaining)
+                self.evaluate(self.opening_points(k))
+                n = min(n, self.ev.remaining)
         if self.opt.warm_start and n > 0:
             picked = self.warm_start_points(min(self.opt.warm_start, n))
             self.evaluate(picked)
@@ -553,6 +574,27 @@ class _LatentSearch:
         seqs = [(name, STOP) for name in self.vae.grammar.emitted_kernels]
         picked = [(q, e) for q in seqs if not self.ev.seen(e := sequence_expression(q))]
         return self.encoded(picked[:k])
+
+    def opening_points(self, k: int) -> Points:
+        """Up to ``k`` new expressions of CKS's second level, in CKS's order: the
+        expansion (:func:`prolas.search.greedy.expand`) of the best evaluated base kernel
+        of CKS's set, each at the latent code of a two-kernel sequence that decodes to it
+        (expansions without one, or that the grammar cannot emit, are skipped)."""
+        grammar = self.vae.grammar
+        bases = [b for b in STANDARD_BASE_KERNELS if b in grammar.emitted_kernels]
+        scored = [(r.bic, b) for b in bases if (r := self.ev.lookup(b)) is not None and r.ok]
+        if not scored or k <= 0:
+            return []
+        best = max(scored)[1]
+        two_kernels = two_kernel_sequences(grammar)
+        picked: list[tuple[tuple[str, ...], Expression]] = []
+        for e in expand(parse(best), bases, change=grammar.has_change):
+            q = two_kernels.get(str(e))
+            if q is not None and not self.ev.seen(e):
+                picked.append((q, sequence_expression(q)))
+            if len(picked) == k:
+                break
+        return self.encoded(picked)
 
     def warm_start_points(self, k: int) -> Points:
         """Up to ``k`` new portfolio expressions valid in the VAE's grammar

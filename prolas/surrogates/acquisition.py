@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from prolas.errors import GrammarError
-from prolas.grammar import CHANGE_OPERATIONS, STOP, Grammar
+from prolas.grammar import CHANGE_OPERATIONS, STOP, Grammar, sequence_expression
 from prolas.grammar import Sequence as GSeq
 from prolas.surrogates.space import build_sequence, sequence_kernels_ops
 
@@ -191,6 +191,26 @@ def _emitted(seq: GSeq, grammar: Grammar) -> bool:
     """Whether the grammar can emit ``seq``: only kernels it emits, non-zero probability."""
     never = set(grammar.base_kernels) - set(grammar.emitted_kernels)
     return not never & set(seq[0::2]) and math.isfinite(grammar.log_prob(seq))
+
+
+def two_kernel_sequences(grammar: Grammar) -> dict[str, GSeq]:
+    """Every expression of two base kernels and one operation the grammar can emit,
+    ``str(canonical expression) -> K1 op K2 token sequence`` (the first such sequence in
+    the grammar's order of operations and kernels): how an expression built on the
+    expression tree (CKS's :func:`prolas.search.greedy.expand`) gets a latent code.
+
+    >>> from prolas.grammar import Grammar
+    >>> two_kernel_sequences(Grammar.default())["PER + SE"]
+    ('PER', '+', 'SE', 'stop')
+    """
+    out: dict[str, GSeq] = {}
+    for op in _ops(grammar):
+        for a in grammar.emitted_kernels:
+            for b in grammar.emitted_kernels:
+                q = build_sequence([a, b], [op], grammar.max_operations)
+                if _emitted(q, grammar):
+                    out.setdefault(str(sequence_expression(q)), q)
+    return out
 
 
 def sequence_drops(seq: GSeq, grammar: Grammar) -> list[GSeq]:
