@@ -193,7 +193,8 @@ class LatentBOConfig:
             expressions of CKS's second level: :func:`prolas.search.greedy.expand` of the
             best base kernel (CKS's base set, with the change rules where the grammar has
             change operations), each at the latent code of its two-kernel sequence. These
-            are extra to ``n_init``. CKS evaluates them all before anything larger; the
+            are extra to ``n_init`` (so the patience stop's window starts after them
+            too). CKS evaluates them all before anything larger; the
             latent search reaches them only through the incumbent's moves, one per step
             and in acquisition order, and on short series passed over change windows
             worth tens of nats (``CW(SE, C)``). 0 (default): off
@@ -406,6 +407,7 @@ class _LatentSearch:
         self.stats = {
             "bo_steps": 0,
             "incumbent_steps": 0,
+            "opening": 0,  # evaluations of the greedy opening (short_opening)
             "free_points": 0,
             "known_proposals": 0,
             "alternates": 0,
@@ -535,7 +537,11 @@ class _LatentSearch:
         value = best.bic if best is not None else -math.inf
         best_after.extend([value] * (self.ev.n_unique - len(best_after)))
         return patience_spent(
-            best_after, k, self.opt.n_init, self.opt.patience_ratio, self.opt.patience_min
+            best_after,
+            k,
+            self.opt.n_init + self.stats["opening"],
+            self.opt.patience_ratio,
+            self.opt.patience_min,
         )
 
     def initial_design(self) -> None:
@@ -549,7 +555,8 @@ class _LatentSearch:
             n -= len(picked)
             if self.short and self.opt.short_opening:
                 k = min(self.opt.short_opening, self.ev.remaining)
-                self.evaluate(self.opening_points(k))
+                # extra to n_init: the patience window starts after them too
+                self.stats["opening"] = self.evaluate(self.opening_points(k))
                 n = min(n, self.ev.remaining)
         if self.opt.warm_start and n > 0:
             picked = self.warm_start_points(min(self.opt.warm_start, n))
