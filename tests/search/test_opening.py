@@ -1,0 +1,133 @@
+"""PROLAS's greedy opening on short series (``LatentBOConfig.short_opening``): CKS's
+second level, the expansion of the best base kernel, right after the base kernels."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from prolas.data import Dataset
+from prolas.errors import ProlasError
+from prolas.expr import parse
+from prolas.grammar import sequence_expression
+from prolas.limits import SHORT_SERIES_POINTS
+from prolas.records import Score
+from prolas.search.config import SearchConfig
+from prolas.search.evaluator import Evaluator
+from prolas.search.greedy import STANDARD_BASE_KERNELS, expand
+from prolas.search.latent import LatentBOConfig, search_prolas
+from prolas.surrogates.acquisition import two_kernel_sequences
+
+#: The change window CKS finds at its second level and the latent search can pass over.
+PLANTED = "CW(SE, C)"
+
+
+@pytest.fixture(scope="module")
+def trained():
+    from prolas.vae import load_checkpoint
+
+    return load_checkpoint("change")
+
+
+def _score(e) -> Score:
+    """SE is the best base kernel (3) and its change window 8; everything else a
+    pseudo-random BIC in [0, 1) fixed by its text."""
+    key = str(e)
+    bic = {"SE": 3.0, PLANTED: 8.0}.get(key, zlib.crc32(key.encode()) / 2**32)
+    return Score(key, "ok", bic, bic, e.n_params, 0.0)
+
+
+def _run(trained, n: int, opening: int, budget: int = 24):
+    x = np.linspace(0.0, 10.0, n)
+    data = Dataset.from_arrays(x, np.sin(x), name="synthetic")
+    options = LatentBOConfig(short_opening=opening, pool_sobol=64, pool_local=64)
+    return search_prolas(
+        Evaluator(_score, budget),
+        data,
+        SearchConfig(budget=budget, seed=0),
+        trained=trained,
+        options=options,
+    )
+
+
+def _second_level(base: str) -> list[str]:
+    """CKS's second level around ``base``, less the other base kernels (its
+    replacements, which the first level evaluated), in CKS's order."""
+    moves = expand(parse(base), STANDARD_BASE_KERNELS, change=True)
+    return [str(e) for e in moves if str(e) not in STANDARD_BASE_KERNELS]
+
+
+def test_every_two_kernel_expression_has_a_sequence_that_decodes_to_it(trained) -> None:
+    grammar = trained.grammar
+    table = two_kernel_sequences(grammar)
+    for text, seq in table.items():
+        assert str(sequence_expression(seq)) == text
+        grammar.validate_sequence(seq)
+        assert np.isfinite(grammar.log_prob(seq))
+    # CKS's whole second level around every base kernel has a latent code
+    for base in STANDARD_BASE_KERNELS:
+        assert set(_second_level(base)) <= set(table)
+    assert table[PLANTED] == ("SE", "CW", "C", "stop")
+    assert table["CW(C, SE)"] == ("C", "CW", "SE", "stop")
+
+
+def test_a_short_series_opens_with_cks_second_level_around_the_best_base_kernel(
+    trained,
+) -> None:
+    res = _run(trained, 60, 11)
+    names = [e.expression for e in res.history]
+    n_base = len(trained.grammar.emitted_kernels)
+    assert set(names[:n_base]) == set(trained.grammar.emitted_kernels)
+    level = _second_level("SE")
+    # SE*SE is SE: its sums and products, its four change rules, then CP(SE, LIN)
+    assert level[9] == "CW(C, SE)" and level[10] == "CP(SE, LIN)"
+    assert names[n_base : n_base + 11] == level[:11]
+    assert res.best.expression == PLANTED
+    # then the initial design goes on as without the opening (the warm start)
+    without = [e.expression for e in _run(trained, 60, 0).history]
+    assert names[n_base + 11] == without[n_base]
+
+
+def test_the_opening_takes_the_first_k_moves_and_only_on_short_series(trained) -> None:
+    short = [e.expression for e in _run(trained, 60, 3).history]
+    n_base = len(trained.grammar.emitted_kernels)
+    assert short[n_base : n_base + 3] == _second_level("SE")[:3]
+    long = [e.expression for e in _run(trained, SHORT_SERIES_POINTS, 11).history]
+    off = [e.expression for e in _run(trained, SHORT_SERIES_POINTS, 0).history]
+    assert long == off
+
+
+def test_the_opening_stops_at_the_budget(trained) -> None:
+    res = _run(trained, 60, 11, budget=8)
+    assert res.evaluations == 8
+    n_base = len(trained.grammar.emitted_kernels)
+    assert [e.expression for e in res.history][n_base:] == _second_level("SE")[: 8 - n_base]
+
+
+def test_short_opening_is_validated_and_old_records_replay_without_it() -> None:
+    with pytest.raises(ProlasError, match="short_opening"):
+        LatentBOConfig(short_opening=-1)
+    assert LatentBOConfig.from_record({}).short_opening == 0
+
+
+def test_the_patience_window_starts_after_the_opening(trained) -> None:
+    x = np.linspace(0.0, 10.0, 60)
+    data = Dataset.from_arrays(x, np.sin(x), name="synthetic")
+    options = LatentBOConfig(short_opening=11, short_patience=4, pool_sobol=64, pool_local=64)
+    res = search_prolas(
+        Evaluator(_score, 30),
+        data,
+        SearchConfig(budget=30, seed=0),
+        trained=trained,
+        options=options,
+    )
+    names = [e.expression for e in res.history]
+    n_base = len(trained.grammar.emitted_kernels)
+    assert names.index(PLANTED) < n_base + 11  # the best comes from the opening
+    # the initial design is n_init + 11 evaluations; 4 more without a gain stop it
+    # (a window counted from n_init would have stopped 4 evaluations after the best)
+    assert res.evaluations == LatentBOConfig().n_init + 11 + 4
+    assert res.extra["opening"] == 11
+    assert res.extra["stopped"].startswith("patience")
