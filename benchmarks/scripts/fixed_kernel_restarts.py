@@ -19,6 +19,10 @@ scale at period 12). Candidates (``benchmarks/results/fixed_kernel_restarts/``):
 * ``Q3``: S3 with the kernel ``LIN + PER*SE + SE`` (:data:`KERNELS`): the seasonal shape,
   held at the season, may drift over the ``SE`` factor's lengthscale (``fixed_season``'s
   second protocol).
+* ``D3``: Q3 with a trend that may flatten beyond the data, ``LIN*SE + PER*SE + SE``: the
+  linear trend's slope is correlated over the ``SE`` factor's lengthscale, so the forecast
+  carries it for about that long (a damped trend; ``LIN`` at the lengthscale's limit;
+  ``benchmarks/results/damped_trend/``).
 * ``L8``, ``LE3``: R8 and E3 fitted and forecast on log y (when every training value is
   positive; else as R8 and E3), back on y's scale: every quantile is exp of the log-scale
   quantile, the point forecast exp of the log-scale median
@@ -47,7 +51,7 @@ import pandas as pd
 from prolas.bench.forecast_bench import suite_series
 from prolas.data import Dataset
 from prolas.gp import FitConfig, fit_gp
-from prolas.limits import FIXED_FORECAST_KERNEL, LENGTHSCALE_FLOOR
+from prolas.limits import FIXED_FORECAST_KERNEL, FORECAST_BANDS, LENGTHSCALE_FLOOR
 from prolas.report.forecast import (
     Forecast,
     _components,
@@ -75,16 +79,17 @@ CANDIDATES = {
     "S3": {"restarts": 8},
     "S1": {"restarts": 8},
     "Q3": {"restarts": 8},
+    "D3": {"restarts": 8},
 }
 
 #: Candidates fitting another kernel than :data:`prolas.limits.FIXED_FORECAST_KERNEL`.
-KERNELS = {"Q3": "LIN + PER*SE + SE"}
+KERNELS = {"Q3": "LIN + PER*SE + SE", "D3": "LIN*SE + PER*SE + SE"}
 
 #: Candidates whose fits are mixtures over seeds, and those fitted on log y.
-MIXTURES = ("E3", "LE3", "S3", "Q3")
+MIXTURES = ("E3", "LE3", "S3", "Q3", "D3")
 ON_LOG_Y = ("L8", "LE3")
 #: Candidates whose ``PER`` period is held at the season (``FitConfig.season``).
-SEASONAL = ("S3", "S1", "Q3")
+SEASONAL = ("S3", "S1", "Q3", "D3")
 #: The season in steps of the data's spacing (monthly series).
 SEASON_STEPS = 12
 
@@ -97,9 +102,12 @@ SCORES = ("rmse", "mase", "coverage", "interval_score_scaled", "crps_scaled")
 STABLE_NATS = 0.5
 
 
-def series_row(series, seed: int, name: str, dump: Path | None = None) -> dict:
-    """One (series, seed, candidate): the cold fits, their forecast of the test inputs and
-    their scores; with ``dump`` a folder, also the band's raw material (:func:`dump_band`)."""
+def series_row(
+    series, seed: int, name: str, dump: Path | None = None, band: str = "refitted"
+) -> dict:
+    """One (series, seed, candidate): the cold fits, their forecast of the test inputs with
+    ``band`` (:func:`prolas.report.forecast.forecast`'s) and their scores; with ``dump`` a
+    folder, also the band's raw material (:func:`dump_band`)."""
     offsets = MIXTURE_SEED_OFFSETS if name in MIXTURES else (0,)
     on_log = name in ON_LOG_Y and bool(np.all(series.train.y > 0))
     data = log_dataset(series.train) if on_log else series.train
@@ -115,7 +123,7 @@ def series_row(series, seed: int, name: str, dump: Path | None = None) -> dict:
         )
         for k in offsets
     ]
-    row = {"series": series.name, "seed": seed, "candidate": name, "on_log_y": on_log}
+    row = {"series": series.name, "seed": seed, "candidate": name, "on_log_y": on_log, "band": band}
     failed = [f for f in fits if not f.ok]
     if failed:
         seconds = time.perf_counter() - t0
@@ -131,7 +139,7 @@ def series_row(series, seed: int, name: str, dump: Path | None = None) -> dict:
             x_new=series.test_x,
             method=method,
             weights=weights,
-            band="refitted",
+            band=band,
         )
     seconds = time.perf_counter() - t0
     scale = seasonal_naive_scale(series.train.y, series.season_length or 12)
@@ -245,6 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--candidates", default=",".join(CANDIDATES))
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument(
+        "--band",
+        default="refitted",
+        choices=FORECAST_BANDS,
+        help="the forecast's band (refitted: every study before band_factor; shrunk: the "
+        "product's for the fixed seasonal kernel)",
+    )
     ap.add_argument("--out", type=Path, required=True, help="CSV of the rows")
     ap.add_argument("--markdown", type=Path, help="the summary as a markdown file")
     ap.add_argument(
@@ -261,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     only = tuple(s.strip() for s in (args.series or "").split(",") if s.strip())
     pairs = suite_series(args.suite, args.data_dir, args.half, only)
     jobs = [
-        (s, seed, name, args.dump)
+        (s, seed, name, args.dump, args.band)
         for s, _ in pairs
         if s.train is not None and s.test_x.size
         for name in candidates
