@@ -201,7 +201,7 @@ def two_kernel_sequences(grammar: Grammar) -> dict[str, GSeq]:
 
     >>> from prolas.grammar import Grammar
     >>> two_kernel_sequences(Grammar.default())["PER + SE"]
-    ('PER', '+', 'SE', 'stop')
+    ('SE', '+', 'PER', 'stop')
     """
     out: dict[str, GSeq] = {}
     for op in _ops(grammar):
