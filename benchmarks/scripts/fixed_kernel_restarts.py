@@ -4,7 +4,8 @@ For every series of a suite half (M3 monthly by default), the fixed kernel
 :data:`prolas.limits.FIXED_FORECAST_KERNEL` is fitted cold (:func:`prolas.gp.fit_gp`) at
 each fit seed with each candidate's fit settings, and forecast at the test inputs as
 the product forecasts a short series (``rolling-mix`` of the one model, band
-``refitted``), then scored (:func:`prolas.report.scoring.score_forecast`, seasonal naive
+``refitted``, or ``--band``'s: ``shrunk`` is the product's for the fixed seasonal kernel),
+then scored (:func:`prolas.report.scoring.score_forecast`, seasonal naive
 scale at period 12). Candidates (``benchmarks/results/fixed_kernel_restarts/``):
 
 * ``R8``: today's fit settings (8 restarts, the screen keeps the best 2);

@@ -198,9 +198,10 @@ class LatentBOConfig:
             only through the incumbent's moves, one per step in acquisition order, and on
             short series passed over change windows worth tens of nats (``CW(SE, C)``).
             0 (default): off. With 11 (``benchmarks/results/greedy_opening/``), on the M3
-            tuning half at fit seed 0, 61 of 75 series at CKS's optimum against 62, at
-            1.07 times CKS's wall time against 0.94: its evaluations come out of the BO
-            budget, which cost as many series as the change windows won.
+            tuning half, 61 of 75 series at CKS's optimum against 62 at fit seed 0 (its
+            evaluations come out of the BO budget) and 63 against 52 at fit seed 1, at
+            1.04-1.07 times CKS's wall time against 0.94-0.95: not adopted, as the rule
+            asked for more series at every seed and at most CKS's time.
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).

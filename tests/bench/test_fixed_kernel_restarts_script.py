@@ -144,6 +144,15 @@ def test_dumped_band_material_replays_the_products_bands(tmp_path):
     assert fc.band_scale == pytest.approx(got.loc["shrink:0.5:1.0", "factor"], rel=1e-12)
     for k in ("interval_score_scaled", "crps_scaled"):
         assert got.loc["shrink:0.5:1.0", k] == pytest.approx(scores[k], rel=1e-9)
+    # --band shrunk: the script's row is the product's shrunk forecast itself
+    shrunk_out = tmp_path / "shrunk.csv"
+    argv = [*args[:-1], str(shrunk_out), "--data-dir", str(DATA), "--band", "shrunk"]
+    assert script.main(argv) == 0
+    shrunk = pd.read_csv(shrunk_out).iloc[0]
+    assert shrunk["band"] == "shrunk" and row["band"] == "refitted"
+    assert shrunk["band_scale"] == pytest.approx(fc.band_scale, rel=1e-12)
+    for k in ("interval_score_scaled", "crps_scaled", "mase"):
+        assert shrunk[k] == pytest.approx(scores[k], rel=1e-9)
     # a constant factor of 1 is the models' own band: narrower here than the refitted one
     assert got.loc["const:1", "width_scaled"] < got.loc["refitted", "width_scaled"]
     # --bench: the same forecast as a bench run records it (test_predictive.json, its
