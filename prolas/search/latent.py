@@ -189,7 +189,8 @@ class LatentBOConfig:
             seed 1, 55 of 75 series at CKS's optimum instead of 51, at 0.98 times CKS's
             wall time instead of 1.10).
         short_opening: a search of a series of fewer than ``SHORT_SERIES_POINTS`` points
-            evaluates, right after the base kernels, the first ``short_opening`` new
+            that opens with the base kernels (``base_kernels``, which pick the best one)
+            evaluates, right after them, the first ``short_opening`` new
             expressions of CKS's second level: :func:`prolas.search.greedy.expand` of the
             best base kernel (CKS's base set, with the change rules where the grammar has
             change operations), each at the latent code of its two-kernel sequence. These
