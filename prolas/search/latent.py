@@ -203,6 +203,12 @@ class LatentBOConfig:
             evaluations come out of the BO budget) and 63 against 52 at fit seed 1, at
             1.04-1.07 times CKS's wall time against 0.94-0.95: not adopted, as the rule
             asked for more series at every seed and at most CKS's time.
+        short_n_init: the initial design's size on a series of fewer than
+            ``SHORT_SERIES_POINTS`` points, base kernels included (the opening is extra to
+            it); 0 (default): ``n_init`` on every series. With the opening, a value equal to
+            the number of base kernels makes the design the base kernels and CKS's second
+            level alone (no warm start, no Sobol points), so BO and the patience window
+            begin five evaluations earlier: the opening stands in for the warm start.
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -259,6 +265,7 @@ class LatentBOConfig:
     drop_edits: bool = False
     drops_first: bool = True
     short_opening: int = 0
+    short_n_init: int = 0
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -283,7 +290,8 @@ class LatentBOConfig:
         ``short_patience``: those ranked every series on the nine series' library and had
         no patience stop; records from before incumbent steps lack ``incumbent_every``
         (and ``cost_power``), records from before drop edits lack ``drop_edits`` and
-        ``drops_first``, records from before the greedy opening lack ``short_opening``."""
+        ``drops_first``, records from before the greedy opening lack ``short_opening``
+        (and ``short_n_init``)."""
         values = {
             "base_kernels": False,
             "pool_window": 1,
@@ -298,6 +306,7 @@ class LatentBOConfig:
             "drop_edits": False,
             "drops_first": False,
             "short_opening": 0,
+            "short_n_init": 0,
             **options,
         }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -317,6 +326,8 @@ class LatentBOConfig:
             raise ProlasError("short_patience must be at least 0 (0: no patience stop)")
         if self.short_opening < 0:
             raise ProlasError("short_opening must be at least 0 (0: no opening)")
+        if self.short_n_init < 0:
+            raise ProlasError("short_n_init must be at least 0 (0: n_init on every series)")
         if not self.surrogate_noise_floor > 0.0:
             raise ProlasError("surrogate_noise_floor must be positive")
         if not self.patience_ratio >= 0.0 or self.patience_min < 0:
@@ -381,6 +392,10 @@ class _LatentSearch:
         self.n_points = n_points  # the searched data's length (picks the warm start's library)
         # a short series (the patience stop and the greedy opening apply)
         self.short = n_points is not None and n_points < SHORT_SERIES_POINTS
+        # the initial design's size (short_n_init on a short series; the opening is extra)
+        self.n_init = (
+            options.short_n_init if self.short and options.short_n_init else options.n_init
+        )
         self.vae = trained
         self.opt = options
         self.seed = seed
@@ -543,16 +558,17 @@ class _LatentSearch:
         return patience_spent(
             best_after,
             k,
-            self.opt.n_init + self.stats["opening"],
+            self.n_init + self.stats["opening"],
             self.opt.patience_ratio,
             self.opt.patience_min,
         )
 
     def initial_design(self) -> None:
         """The base kernels, on a short series the greedy opening (extra to ``n_init``),
-        the warm start, then Sobol points until ``n_init`` new expressions (at most
+        the warm start, then Sobol points until ``n_init`` new expressions (``short_n_init``
+        on a short series if set) (at most
         ``50 n`` points; the repeats join the data for free)."""
-        n = min(self.opt.n_init, self.ev.remaining)
+        n = min(self.n_init, self.ev.remaining)
         if self.opt.base_kernels:
             picked = self.base_kernel_points(n)
             self.evaluate(picked)

@@ -39,10 +39,10 @@ def _score(e) -> Score:
     return Score(key, "ok", bic, bic, e.n_params, 0.0)
 
 
-def _run(trained, n: int, opening: int, budget: int = 24):
+def _run(trained, n: int, opening: int, budget: int = 24, **settings):
     x = np.linspace(0.0, 10.0, n)
     data = Dataset.from_arrays(x, np.sin(x), name="synthetic")
-    options = LatentBOConfig(short_opening=opening, pool_sobol=64, pool_local=64)
+    options = LatentBOConfig(short_opening=opening, pool_sobol=64, pool_local=64, **settings)
     return search_prolas(
         Evaluator(_score, budget),
         data,
@@ -109,7 +109,10 @@ def test_the_opening_stops_at_the_budget(trained) -> None:
 def test_short_opening_is_validated_and_old_records_replay_without_it() -> None:
     with pytest.raises(ProlasError, match="short_opening"):
         LatentBOConfig(short_opening=-1)
+    with pytest.raises(ProlasError, match="short_n_init"):
+        LatentBOConfig(short_n_init=-1)
     assert LatentBOConfig.from_record({}).short_opening == 0
+    assert LatentBOConfig.from_record({}).short_n_init == 0
 
 
 def test_the_patience_window_starts_after_the_opening(trained) -> None:
@@ -131,3 +134,20 @@ def test_the_patience_window_starts_after_the_opening(trained) -> None:
     assert res.evaluations == LatentBOConfig().n_init + 11 + 4
     assert res.extra["opening"] == 11
     assert res.extra["stopped"].startswith("patience")
+
+
+def test_a_short_initial_design_of_the_base_kernels_is_them_and_the_opening(trained) -> None:
+    n_base = len(trained.grammar.emitted_kernels)
+    settings = {"short_n_init": n_base, "short_patience": 4}
+    res = _run(trained, 60, 11, budget=30, **settings)
+    names = [e.expression for e in res.history]
+    assert names[n_base : n_base + 11] == _second_level("SE")[:11]
+    # no warm start or Sobol points: BO and the patience window start right after the
+    # opening, so 4 evaluations without a gain stop it (n_init's design: 10 + 11 + 4)
+    assert res.evaluations == n_base + 11 + 4
+    assert res.extra["bo_steps"] >= 1
+    assert res.extra["stopped"].startswith("patience")
+    # on a long series the design is n_init's, as without the setting
+    long = [e.expression for e in _run(trained, SHORT_SERIES_POINTS, 11, **settings).history]
+    off = [e.expression for e in _run(trained, SHORT_SERIES_POINTS, 11).history]
+    assert long == off
