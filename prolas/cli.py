@@ -44,6 +44,7 @@ from prolas.limits import (
     LENGTHSCALE_FLOOR,
     SEARCH_POINTS,
     SEARCH_WINDOWS,
+    SHORT_SERIES_POINTS,
     WARM_FITS,
     WARM_START,
 )
@@ -186,7 +187,9 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         help="PROLAS: the 10-point initial design fits the grammar's base kernels, then K "
         "expressions that ranked well on other benchmark series (a meta-learned portfolio; "
         "a series never ranks itself), then Sobol points; 0 disables the portfolio "
-        f"(default {WARM_START})",
+        f"(default {WARM_START}). On a series of fewer than {SHORT_SERIES_POINTS} points "
+        "the design is the base kernels, then CKS's second level around the best of them "
+        "(no portfolio)",
     )
     g.add_argument(
         "--surrogate",

@@ -81,7 +81,14 @@ def trained():
 def _names(trained, drops: bool, seed: int, budget: int = 70, first: bool = False) -> list[str]:
     x = np.linspace(0.0, 1.0, 60)
     data = Dataset.from_arrays(x, np.sin(6 * x), name="synthetic")
-    options = LatentBOConfig(incumbent_every=1, drop_edits=drops, drops_first=first)
+    # no greedy opening: the incumbent LIN*SE + PER is reached through the steps
+    options = LatentBOConfig(
+        incumbent_every=1,
+        drop_edits=drops,
+        drops_first=first,
+        short_opening=0,
+        short_n_init=0,
+    )
     res = search_prolas(
         Evaluator(_score, budget),
         data,

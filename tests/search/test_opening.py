@@ -85,9 +85,12 @@ def test_a_short_series_opens_with_cks_second_level_around_the_best_base_kernel(
     assert level[9] == "CW(C, SE)" and level[10] == "CP(SE, LIN)"
     assert names[n_base : n_base + 11] == level[:11]
     assert res.best.expression == PLANTED
-    # then the initial design goes on as without the opening (the warm start)
-    without = [e.expression for e in _run(trained, 60, 0).history]
-    assert names[n_base + 11] == without[n_base]
+    # with the 10-point design (short_n_init 0) it goes on as without the opening
+    # (the warm start)
+    ten = [e.expression for e in _run(trained, 60, 11, short_n_init=0).history]
+    without = [e.expression for e in _run(trained, 60, 0, short_n_init=0).history]
+    assert ten[n_base : n_base + 11] == level[:11]
+    assert ten[n_base + 11] == without[n_base]
 
 
 def test_the_opening_takes_the_first_k_moves_and_only_on_short_series(trained) -> None:
@@ -118,7 +121,9 @@ def test_short_opening_is_validated_and_old_records_replay_without_it() -> None:
 def test_the_patience_window_starts_after_the_opening(trained) -> None:
     x = np.linspace(0.0, 10.0, 60)
     data = Dataset.from_arrays(x, np.sin(x), name="synthetic")
-    options = LatentBOConfig(short_opening=11, short_patience=4, pool_sobol=64, pool_local=64)
+    options = LatentBOConfig(
+        short_opening=11, short_n_init=0, short_patience=4, pool_sobol=64, pool_local=64
+    )
     res = search_prolas(
         Evaluator(_score, 30),
         data,
@@ -138,9 +143,12 @@ def test_the_patience_window_starts_after_the_opening(trained) -> None:
 
 def test_a_short_initial_design_of_the_base_kernels_is_them_and_the_opening(trained) -> None:
     n_base = len(trained.grammar.emitted_kernels)
+    # the defaults: the opening's 11 moves after a design of the base kernels alone
+    assert (LatentBOConfig().short_opening, LatentBOConfig().short_n_init) == (11, n_base)
     settings = {"short_n_init": n_base, "short_patience": 4}
     res = _run(trained, 60, 11, budget=30, **settings)
     names = [e.expression for e in res.history]
+    assert set(names[:n_base]) == set(trained.grammar.emitted_kernels)
     assert names[n_base : n_base + 11] == _second_level("SE")[:11]
     # no warm start or Sobol points: BO and the patience window start right after the
     # opening, so 4 evaluations without a gain stop it (n_init's design: 10 + 11 + 4)
@@ -151,3 +159,11 @@ def test_a_short_initial_design_of_the_base_kernels_is_them_and_the_opening(trai
     long = [e.expression for e in _run(trained, SHORT_SERIES_POINTS, 11, **settings).history]
     off = [e.expression for e in _run(trained, SHORT_SERIES_POINTS, 11).history]
     assert long == off
+
+
+def test_a_short_initial_design_is_never_fewer_than_the_base_kernels(trained) -> None:
+    n_base = len(trained.grammar.emitted_kernels)
+    fewer = _run(trained, 60, 11, budget=30, short_n_init=2, short_patience=4)
+    names = [e.expression for e in fewer.history]
+    assert set(names[:n_base]) == set(trained.grammar.emitted_kernels)
+    assert fewer.evaluations == n_base + 11 + 4

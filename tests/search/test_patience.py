@@ -66,12 +66,16 @@ def _first_relative_stop(bics: list[float], ratio: float, k_min: int, k_max: int
 
 def _run(trained, n: int, k: int, budget: int = 40, ratio: float = 0.0, k_min: int = 0):
     ev = Evaluator(_score, budget)
+    # the 10-point design without the greedy opening, which the expected stops assume
+    # (tests/search/test_opening.py: the window after the opening)
     options = LatentBOConfig(
         short_patience=k,
         patience_ratio=ratio,
         patience_min=k_min,
         pool_sobol=128,
         pool_local=128,
+        short_opening=0,
+        short_n_init=0,
     )
     return search_prolas(
         ev, _data(n), SearchConfig(budget=budget), trained=trained, options=options

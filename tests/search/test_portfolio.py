@@ -226,8 +226,16 @@ def test_search_starts_with_the_base_kernels_then_the_left_out_portfolio(
     ranked = _ranked_in(trained.grammar, lib, excluded_series(name, lib.series))
     expected = [e for e in ranked if e not in base][:4]
     ev = Evaluator(lambda e: Score(str(e), "ok", -e.n_params, -e.n_params, e.n_params, 0.0), 10)
+    # a short series' default design is the base kernels and the greedy opening, with
+    # no warm start: the 9-point design is asked for on every series here
     options = LatentBOConfig(
-        warm_start=4, n_init=9, pool_sobol=128, pool_local=128, short_library=short_library
+        warm_start=4,
+        n_init=9,
+        pool_sobol=128,
+        pool_local=128,
+        short_library=short_library,
+        short_opening=0,
+        short_n_init=0,
     )
     data = _named(name, n)
     res = search_prolas(ev, data, SearchConfig(budget=10), trained=trained, options=options)
