@@ -571,10 +571,10 @@ class _LatentSearch:
         )
 
     def initial_design(self) -> None:
-        """The base kernels, on a short series the greedy opening (extra to ``n_init``),
-        the warm start, then Sobol points until ``n_init`` new expressions (``short_n_init``
-        on a short series if set) (at most
-        ``50 n`` points; the repeats join the data for free)."""
+        """The base kernels, on a short series the greedy opening (extra to the design's
+        size ``self.n_init``: ``n_init``, or ``short_n_init`` on a short series), the warm
+        start, then Sobol points until that many new expressions (at most ``50 n``
+        points; the repeats join the data for free)."""
         n = min(self.n_init, self.ev.remaining)
         if self.opt.base_kernels:
             picked = self.base_kernel_points(n)
