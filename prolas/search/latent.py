@@ -628,6 +628,11 @@ class _LatentSearch:
                 picked.append((q, sequence_expression(q)))
             if len(picked) == k:
                 break
+        if picked:
+            self.log(
+                f"greedy opening: {len(picked)} of CKS's second-level moves around {best} "
+                f"(a series of fewer than {SHORT_SERIES_POINTS} points)"
+            )
         return self.encoded(picked)
 
     def warm_start_points(self, k: int) -> Points:

@@ -39,7 +39,7 @@ def _score(e) -> Score:
     return Score(key, "ok", bic, bic, e.n_params, 0.0)
 
 
-def _run(trained, n: int, opening: int, budget: int = 24, **settings):
+def _run(trained, n: int, opening: int, budget: int = 24, log=None, **settings):
     x = np.linspace(0.0, 10.0, n)
     data = Dataset.from_arrays(x, np.sin(x), name="synthetic")
     options = LatentBOConfig(short_opening=opening, pool_sobol=64, pool_local=64, **settings)
@@ -49,6 +49,7 @@ def _run(trained, n: int, opening: int, budget: int = 24, **settings):
         SearchConfig(budget=budget, seed=0),
         trained=trained,
         options=options,
+        log=log,
     )
 
 
@@ -146,7 +147,11 @@ def test_a_short_initial_design_of_the_base_kernels_is_them_and_the_opening(trai
     # the defaults: the opening's 11 moves after a design of the base kernels alone
     assert (LatentBOConfig().short_opening, LatentBOConfig().short_n_init) == (11, n_base)
     settings = {"short_n_init": n_base, "short_patience": 4}
-    res = _run(trained, 60, 11, budget=30, **settings)
+    lines: list[str] = []
+    res = _run(trained, 60, 11, budget=30, log=lines.append, **settings)
+    # the user is told, as of the warm start on longer series
+    assert "greedy opening: 11 of CKS's second-level moves around SE" in "\n".join(lines)
+    assert not any(line.startswith("warm start") for line in lines)
     names = [e.expression for e in res.history]
     assert set(names[:n_base]) == set(trained.grammar.emitted_kernels)
     assert names[n_base : n_base + 11] == _second_level("SE")[:11]
