@@ -206,7 +206,7 @@ class LatentBOConfig:
             design, 61 of 75 series at CKS's optimum against 62 at fit seed 0 and 63
             against 52 at fit seed 1, at 1.04-1.07 times CKS's wall time; with the design
             cut to the base kernels, 64 / 67 / 63 against 62 / 52 / 56 at fit seeds
-            0 / 1 / 2, at 0.93-0.95 times CKS's wall time (0.94-0.95 before).
+            0 / 1 / 2, at 0.93-0.95 times CKS's wall time (0.92-0.95 before).
         short_n_init: the initial design's size on a series of fewer than
             ``SHORT_SERIES_POINTS`` points, base kernels included (the opening is extra to
             it), never fewer than the base kernels; 0: ``n_init`` on every series.
