@@ -1,18 +1,18 @@
 """Seconds per cold fit: fitter variants, and another checkout's fitter, in one run.
 
     python benchmarks/scripts/fit_cost.py --series airline mauna --n 12 --rounds 3 \\
-        --baseline /path/to/old/checkout \\
+        --baseline /path/to/old/checkout --checkout candidate=/path/to/other/checkout \\
         --variant today='{}' \\
         --variant v5='{"restarts": 16, "stages": [[16, 10, 100], [8, 15, 200]], ...}'
 
 Draws ``--n`` expressions (seed 43) from each series' grid fit cache
 (``benchmarks/results/extrapolation_base_kernels/fits/``), and fits every one on the
 grid's points (training split, at most 400 points, lengthscale floor 1, fit seed 0) with
-each variant (``FitConfig`` fields as JSON) and with the fitter of ``--baseline`` (its
-defaults). Each (variant, series) block runs in its own process, one thread, and the
-blocks are interleaved over ``--rounds`` rounds, so that a slower or busier stretch of the
-run hits every variant alike. Prints the median seconds per fit of each variant and
-series over rounds, and each variant's ratio to the baseline.
+each variant (``FitConfig`` fields as JSON), with the fitter of ``--baseline`` and with
+those of any ``--checkout`` (their defaults). Each (variant, series) block runs in its own
+process, one thread, and the blocks are interleaved over ``--rounds`` rounds, so that a
+slower or busier stretch of the run hits every variant alike. Prints the median seconds
+per fit of each variant and series over rounds, and each variant's ratio to the baseline.
 """
 
 from __future__ import annotations
@@ -88,8 +88,14 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--baseline", type=Path, required=True, help="checkout of the old fitter")
     p.add_argument("--variant", action="append", default=[], help="NAME=JSON FitConfig fields")
+    p.add_argument(
+        "--checkout", action="append", default=[], help="NAME=PATH: another checkout's fitter"
+    )
     args = p.parse_args()
     variants = [("baseline", args.baseline, {})]
+    for c in args.checkout:
+        name, path = c.split("=", 1)
+        variants.append((name, Path(path), {}))
     for v in args.variant:
         name, cfg = v.split("=", 1)
         variants.append((name, ROOT, json.loads(cfg)))
