@@ -214,6 +214,10 @@ class LatentBOConfig:
             then the base kernels and the opening alone (no warm start, no Sobol
             points), so BO and the patience window begin five evaluations earlier and
             the opening stands in for the warm start.
+        long_opening: the greedy opening and ``short_n_init``'s design on series of any
+            length, not only on short ones (the patience stop and the short library stay
+            with short series). Off by default: measured on the nine series in
+            ``benchmarks/results/long_opening/``.
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -271,6 +275,7 @@ class LatentBOConfig:
     drops_first: bool = True
     short_opening: int = 11
     short_n_init: int = 5
+    long_opening: bool = False
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -296,7 +301,8 @@ class LatentBOConfig:
         no patience stop; records from before incumbent steps lack ``incumbent_every``
         (and ``cost_power``), records from before drop edits lack ``drop_edits`` and
         ``drops_first``, records from before the greedy opening lack ``short_opening``
-        (and ``short_n_init``)."""
+        (and ``short_n_init``), and records from before ``long_opening`` opened only
+        short series."""
         values = {
             "base_kernels": False,
             "pool_window": 1,
@@ -312,6 +318,7 @@ class LatentBOConfig:
             "drops_first": False,
             "short_opening": 0,
             "short_n_init": 0,
+            "long_opening": False,
             **options,
         }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -397,10 +404,12 @@ class _LatentSearch:
         self.n_points = n_points  # the searched data's length (picks the warm start's library)
         # a short series (the patience stop and the greedy opening apply)
         self.short = n_points is not None and n_points < SHORT_SERIES_POINTS
-        # the initial design's size: short_n_init on a short series, but never fewer than
-        # the base kernels (the opening expands the best of them); the opening is extra
+        # the greedy opening and its design: on short series, with long_opening on all
+        self.opens = self.short or options.long_opening
+        # the initial design's size: short_n_init where the search opens, but never fewer
+        # than the base kernels (the opening expands the best of them); the opening is extra
         self.n_init = options.n_init
-        if self.short and options.short_n_init:
+        if self.opens and options.short_n_init:
             n_base = len(trained.grammar.emitted_kernels) if options.base_kernels else 0
             self.n_init = max(options.short_n_init, n_base)
         self.vae = trained
@@ -580,7 +589,7 @@ class _LatentSearch:
             picked = self.base_kernel_points(n)
             self.evaluate(picked)
             n -= len(picked)
-            if self.short and self.opt.short_opening:
+            if self.opens and self.opt.short_opening:
                 k = min(self.opt.short_opening, self.ev.remaining)
                 # extra to n_init: the patience window starts after them too
                 self.stats["opening"] = self.evaluate(self.opening_points(k))

@@ -103,6 +103,22 @@ def test_the_opening_takes_the_first_k_moves_and_only_on_short_series(trained) -
     assert long == off
 
 
+def test_long_opening_opens_a_long_series_too_without_its_patience_stop(trained) -> None:
+    n_base = len(trained.grammar.emitted_kernels)
+    settings = {"short_n_init": n_base, "short_patience": 4, "long_opening": True}
+    long = _run(trained, SHORT_SERIES_POINTS, 11, budget=30, **settings)
+    names = [e.expression for e in long.history]
+    assert set(names[:n_base]) == set(trained.grammar.emitted_kernels)
+    assert names[n_base : n_base + 11] == _second_level("SE")[:11]
+    # the design is the base kernels and the opening, as on a short series, but the
+    # patience stop stays with short series: the budget is spent
+    assert long.extra["opening"] == 11 and long.evaluations == 30
+    assert long.extra["stopped"] == "budget"
+    short = _run(trained, 60, 11, budget=30, **settings)
+    assert [e.expression for e in short.history][: n_base + 11] == names[: n_base + 11]
+    assert LatentBOConfig.from_record({}).long_opening is False
+
+
 def test_the_opening_stops_at_the_budget(trained) -> None:
     res = _run(trained, 60, 11, budget=8)
     assert res.evaluations == 8
