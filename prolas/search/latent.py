@@ -402,7 +402,7 @@ class _LatentSearch:
         self.ev = evaluator
         self.dataset_name = dataset_name
         self.n_points = n_points  # the searched data's length (picks the warm start's library)
-        # a short series (the patience stop and the greedy opening apply)
+        # a short series (the patience stop applies, and the greedy opening)
         self.short = n_points is not None and n_points < SHORT_SERIES_POINTS
         # the greedy opening and its design: on short series, with long_opening on all
         self.opens = self.short or options.long_opening
@@ -580,8 +580,9 @@ class _LatentSearch:
         )
 
     def initial_design(self) -> None:
-        """The base kernels, on a short series the greedy opening (extra to the design's
-        size ``self.n_init``: ``n_init``, or ``short_n_init`` on a short series), the warm
+        """The base kernels, on a short series (any, with ``long_opening``) the greedy
+        opening (extra to the design's size ``self.n_init``: ``n_init``, or
+        ``short_n_init`` where the search opens), the warm
         start, then Sobol points until that many new expressions (at most ``50 n``
         points; the repeats join the data for free)."""
         n = min(self.n_init, self.ev.remaining)
@@ -638,9 +639,13 @@ class _LatentSearch:
             if len(picked) == k:
                 break
         if picked:
+            why = (
+                f"a series of fewer than {SHORT_SERIES_POINTS} points"
+                if self.short
+                else "long_opening"
+            )
             self.log(
-                f"greedy opening: {len(picked)} of CKS's second-level moves around {best} "
-                f"(a series of fewer than {SHORT_SERIES_POINTS} points)"
+                f"greedy opening: {len(picked)} of CKS's second-level moves around {best} ({why})"
             )
         return self.encoded(picked)
 

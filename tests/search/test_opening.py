@@ -106,7 +106,9 @@ def test_the_opening_takes_the_first_k_moves_and_only_on_short_series(trained) -
 def test_long_opening_opens_a_long_series_too_without_its_patience_stop(trained) -> None:
     n_base = len(trained.grammar.emitted_kernels)
     settings = {"short_n_init": n_base, "short_patience": 4, "long_opening": True}
-    long = _run(trained, SHORT_SERIES_POINTS, 11, budget=30, **settings)
+    lines: list[str] = []
+    long = _run(trained, SHORT_SERIES_POINTS, 11, budget=30, log=lines.append, **settings)
+    assert "greedy opening: 11 of CKS's second-level moves around SE (long_opening)" in lines
     names = [e.expression for e in long.history]
     assert set(names[:n_base]) == set(trained.grammar.emitted_kernels)
     assert names[n_base : n_base + 11] == _second_level("SE")[:11]
