@@ -18,13 +18,13 @@ Several files on a side are concatenated (a tuning-half and a report-half CSV). 
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
-from scipy.stats import binomtest
 
 from prolas.bench.forecast_bench import BIC_TIE
+from prolas.bench.paired import sign_test
 
 
 def _read(paths: list[Path]) -> pd.DataFrame:
@@ -51,7 +51,8 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> str:
         c_same, c_up, c_down = _moves(x["cks_bic_b"] - x["cks_bic_a"])
         level_a = x["prolas_bic_a"] >= x["cks_bic_a"] - BIC_TIE
         level_b = x["prolas_bic_b"] >= x["cks_bic_b"] - BIC_TIE
-        p = binomtest(p_up, p_up + p_down, 0.5).pvalue if p_up + p_down else math.nan
+        d = (x["prolas_bic_b"] - x["prolas_bic_a"]).to_numpy()
+        _, _, _, p = sign_test(-np.where(np.abs(d) <= BIC_TIE, 0.0, d))  # "better": B higher
         rows.append(
             f"| {half or 'all'} | {len(x)} | {p_same} / {p_up} / {p_down} (p = {p:.3g}) "
             f"| {c_same} / {c_up} / {c_down} "

@@ -23,28 +23,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from search_goals import best_by_seconds, merged_cells, search_seconds  # noqa: E402
+from search_goals import at_cks_time, merged_cells  # noqa: E402
 
 from prolas.bench.paired import sign_test  # noqa: E402
-from prolas.bench.stats import cks_final_bic  # noqa: E402
+from prolas.bench.stats import TOL, cks_final_bic  # noqa: E402
 
 
-def at_cks_time(cells: list[dict], budget: int, method: str, reference: str) -> dict:
-    """``{dataset: (cks_final_bic, cks_seconds, {seed: best BIC at CKS's time})}``."""
+def by_dataset(cells: list[dict], budget: int, method: str, reference: str) -> dict:
+    """``{dataset: (CKS's final BIC, {seed: best BIC at CKS's time})}`` for every data set
+    with both ``method`` and ``reference`` cells (:func:`search_goals.at_cks_time`)."""
     out = {}
     for dataset in sorted({c["dataset"] for c in cells}):
-        of = [c for c in cells if c["dataset"] == dataset]
-        cks = [c for c in of if c["method"] == reference]
-        mine = [c for c in of if c["method"] == method]
-        if not cks or not mine:
-            continue
-        seconds = float(np.median([search_seconds(c) for c in cks]))
-        final = cks_final_bic(cells, dataset, budget, reference)
-        out[dataset] = (
-            final,
-            seconds,
-            {c["seed"]: best_by_seconds(c, seconds, budget) for c in mine},
-        )
+        methods = {c["method"] for c in cells if c["dataset"] == dataset}
+        if {method, reference} <= methods:
+            _, seeds = at_cks_time(cells, dataset, budget, method, reference)
+            out[dataset] = (cks_final_bic(cells, dataset, budget, reference), seeds)
     return out
 
 
@@ -59,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--csv", type=Path, help="write one row per data set and seed")
     args = p.parse_args(argv)
     grids = [
-        at_cks_time(
+        by_dataset(
             merged_cells([Path(d) for d in spec.split(",")]),
             args.budget,
             args.method,
@@ -74,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print("|---|---|---|---|---|---|---|")
     for dataset in sorted(set(grids[0]) & set(grids[1])):
-        (fa, _, a), (fb, _, b) = grids[0][dataset], grids[1][dataset]
+        (fa, a), (fb, b) = grids[0][dataset], grids[1][dataset]
         seeds = sorted(set(a) & set(b))
         diff = np.array([b[s] - a[s] for s in seeds])
         diff[np.abs(diff) <= args.tol] = 0.0  # within --tol: a tie
@@ -83,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         mb = float(np.mean([b[s] for s in seeds]))
         print(
             f"| {dataset} ({len(seeds)} seeds) | {fa:.2f} | {ma:.2f} | {mb:.2f} | "
-            f"{'yes' if ma >= fa - 1e-9 else 'no'} | {'yes' if mb >= fb - 1e-9 else 'no'} | "
+            f"{'yes' if ma >= fa - TOL else 'no'} | {'yes' if mb >= fb - TOL else 'no'} | "
             f"{up} / {down} ({p_value:.2f}) |"
         )
         rows += [

@@ -95,6 +95,18 @@ def best_by_seconds(cell: dict, seconds: float, budget: int) -> float:
     return float(best) if math.isfinite(best) else -math.inf
 
 
+def at_cks_time(
+    cells: Sequence[dict], dataset: str, budget: int, method: str, reference: str
+) -> tuple[float, dict[int, float]]:
+    """CKS's (median, one-core) search time on ``dataset`` and each ``method`` seed's best
+    BIC among the evaluations finished by then (:func:`best_by_seconds`)."""
+    of = [c for c in cells if c["dataset"] == dataset]
+    cks_seconds = _median([search_seconds(c) for c in of if c["method"] == reference])
+    return cks_seconds, {
+        c["seed"]: best_by_seconds(c, cks_seconds, budget) for c in of if c["method"] == method
+    }
+
+
 def _median(values: Sequence[float]) -> float:
     """Median with inf allowed (more than half inf gives inf); NaN when empty."""
     return float(np.median(np.asarray(values, dtype=np.float64))) if len(values) else math.nan
@@ -122,8 +134,8 @@ def goal_rows(
         rnd = stats.get((dataset, random))
         of = [c for c in cells if c["dataset"] == dataset]
         seconds = [seconds_to_reach(c, target, budget) for c in of if c["method"] == method]
-        cks_seconds = _median([search_seconds(c) for c in of if c["method"] == reference])
-        at_cks = [best_by_seconds(c, cks_seconds, budget) for c in of if c["method"] == method]
+        cks_seconds, by_seed = at_cks_time(cells, dataset, budget, method, reference)
+        at_cks = list(by_seed.values())
         row = {
             "dataset": dataset,
             "seeds": mine["seeds"],
