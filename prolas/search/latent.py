@@ -218,6 +218,12 @@ class LatentBOConfig:
             length, not only on short ones (the patience stop and the short library stay
             with short series). Off by default: measured on the nine series in
             ``benchmarks/results/long_opening/``.
+        long_n_init: with ``long_opening``, the initial design's size on a series of
+            ``SHORT_SERIES_POINTS`` points or more (the opening is extra to it, as on a
+            short series), never fewer than the base kernels; 0: ``short_n_init``'s, as
+            on a short series. ``n_init`` (10) keeps the whole default design (the base
+            kernels and the warm start) and adds the opening between them. Unused
+            unless ``long_opening``; measured in ``benchmarks/results/long_design/``.
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -276,6 +282,7 @@ class LatentBOConfig:
     short_opening: int = 11
     short_n_init: int = 5
     long_opening: bool = False
+    long_n_init: int = 0
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -301,8 +308,8 @@ class LatentBOConfig:
         no patience stop; records from before incumbent steps lack ``incumbent_every``
         (and ``cost_power``), records from before drop edits lack ``drop_edits`` and
         ``drops_first``, records from before the greedy opening lack ``short_opening``
-        (and ``short_n_init``), and records from before ``long_opening`` opened only
-        short series."""
+        (and ``short_n_init``), and records from before ``long_opening`` (and
+        ``long_n_init``) opened only short series."""
         values = {
             "base_kernels": False,
             "pool_window": 1,
@@ -319,6 +326,7 @@ class LatentBOConfig:
             "short_opening": 0,
             "short_n_init": 0,
             "long_opening": False,
+            "long_n_init": 0,
             **options,
         }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -340,6 +348,8 @@ class LatentBOConfig:
             raise ProlasError("short_opening must be at least 0 (0: no opening)")
         if self.short_n_init < 0:
             raise ProlasError("short_n_init must be at least 0 (0: n_init on every series)")
+        if self.long_n_init < 0:
+            raise ProlasError("long_n_init must be at least 0 (0: short_n_init's design)")
         if not self.surrogate_noise_floor > 0.0:
             raise ProlasError("surrogate_noise_floor must be positive")
         if not self.patience_ratio >= 0.0 or self.patience_min < 0:
@@ -409,8 +419,10 @@ class _LatentSearch:
         # the initial design's size: short_n_init where the search opens, but never fewer
         # than the base kernels (the opening expands the best of them); the opening is extra
         self.n_init = options.n_init
-        if self.opens and options.short_n_init:
-            n_base = len(trained.grammar.emitted_kernels) if options.base_kernels else 0
+        n_base = len(trained.grammar.emitted_kernels) if options.base_kernels else 0
+        if self.opens and not self.short and options.long_n_init:
+            self.n_init = max(options.long_n_init, n_base)
+        elif self.opens and options.short_n_init:
             self.n_init = max(options.short_n_init, n_base)
         self.vae = trained
         self.opt = options

@@ -121,6 +121,32 @@ def test_long_opening_opens_a_long_series_too_without_its_patience_stop(trained)
     assert LatentBOConfig.from_record({}).long_opening is False
 
 
+def test_long_n_init_keeps_the_default_design_around_the_opening_on_long_series(
+    trained,
+) -> None:
+    n_base = len(trained.grammar.emitted_kernels)
+    n_init = LatentBOConfig().n_init
+    settings = {"short_n_init": n_base, "long_opening": True, "long_n_init": n_init}
+    lines: list[str] = []
+    long = _run(trained, SHORT_SERIES_POINTS, 11, budget=30, log=lines.append, **settings)
+    names = [e.expression for e in long.history]
+    # base kernels, the opening, then the rest of the 10-point design: the warm start
+    # the default search would evaluate right after the base kernels
+    assert set(names[:n_base]) == set(trained.grammar.emitted_kernels)
+    assert names[n_base : n_base + 11] == _second_level("SE")[:11]
+    assert any(line.startswith("warm start") for line in lines)
+    default = [e.expression for e in _run(trained, SHORT_SERIES_POINTS, 11, budget=30).history]
+    assert names[n_base + 11 : n_init + 11] == default[n_base:n_init]
+    assert long.extra["opening"] == 11 and long.evaluations == 30
+    # on a short series long_n_init changes nothing: short_n_init's design
+    short = _run(trained, 60, 11, budget=30, **settings)
+    plain = _run(trained, 60, 11, budget=30, short_n_init=n_base)
+    assert [e.expression for e in short.history] == [e.expression for e in plain.history]
+    with pytest.raises(ProlasError, match="long_n_init"):
+        LatentBOConfig(long_n_init=-1)
+    assert LatentBOConfig.from_record({}).long_n_init == 0
+
+
 def test_the_opening_stops_at_the_budget(trained) -> None:
     res = _run(trained, 60, 11, budget=8)
     assert res.evaluations == 8
