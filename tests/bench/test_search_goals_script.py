@@ -55,11 +55,35 @@ def test_goals_follow_their_definitions() -> None:
     # by CKS's 4 s each seed has its first fit only: 5, 0 and 0
     assert row["at_cks_time_mean"] == pytest.approx(5.0 / 3) and not row["at_cks_time"]
     text = sg.goals_markdown([row], 4, "prolas", "cks:change")
+    # one random seed: no t-test, and no p-value printed
     assert "| d | 3 | 5.00 (3, 4.0) | 5.00 ± 0.58 | 2 (1/3) | 6.0 | 4.00 (1) |" in text
+    assert math.isnan(row["random_p"])
     assert "| mean best BIC ≥ CKS's final | 1 of 1 | 8 |" in text
     # against plain CKS's 9, PROLAS never gets there and misses the BIC goal
     (plain,) = sg.goal_rows(cells, budget=4, reference="cks")
     assert math.isinf(plain["fits_to_cks"]) and not plain["bic"] and not plain["fits"]
+
+
+def test_against_random_search_is_a_one_sided_welch_test_over_the_seeds() -> None:
+    sg = _script()
+    cells = [bench_cell("cks:change", 0, [1.0, 5.0])]
+    cells += [bench_cell("prolas", k, [0.0, 6.0 + 0.1 * k]) for k in range(4)]
+    cells += [bench_cell("random", k, [0.0, 5.0 + 0.1 * k]) for k in range(4)]
+    (row,) = sg.goal_rows(cells, budget=2)
+    # means 6.15 against 5.15, both s.d. 0.129: t = 10.95 on 6 degrees of freedom
+    assert row["random"] and row["random_p"] == pytest.approx(1.7e-5, rel=0.05)
+    # the other way round the same difference is no evidence at all
+    flipped = [
+        {**c, "method": {"prolas": "random", "random": "prolas"}.get(c["method"], c["method"])}
+        for c in cells
+    ]
+    (low,) = sg.goal_rows(flipped, budget=2)
+    assert not low["random"] and low["random_p"] > 0.99
+    # equal means: p = 1/2
+    same = [c for c in cells if c["method"] != "random"]
+    same += [{**c, "method": "random"} for c in cells if c["method"] == "prolas"]
+    (tie,) = sg.goal_rows(same, budget=2)
+    assert tie["random_p"] == pytest.approx(0.5)
 
 
 def test_script_writes_the_goals_and_the_summary(tmp_path) -> None:
