@@ -84,6 +84,13 @@ def test_against_random_search_is_a_one_sided_welch_test_over_the_seeds() -> Non
     same += [{**c, "method": "random"} for c in cells if c["method"] == "prolas"]
     (tie,) = sg.goal_rows(same, budget=2)
     assert tie["random_p"] == pytest.approx(0.5)
+    # every seed of both at one optimum (to the last bits): no test, and not above
+    flat = [bench_cell("cks:change", 0, [1.0, 5.0])]
+    flat += [
+        bench_cell(m, k, [0.0, 5.0 + 1e-12 * k]) for m in ("prolas", "random") for k in range(4)
+    ]
+    (level,) = sg.goal_rows(flat, budget=2)
+    assert math.isnan(level["random_p"]) and not level["random"]
 
 
 def test_script_writes_the_goals_and_the_summary(tmp_path) -> None:
