@@ -416,8 +416,9 @@ class _LatentSearch:
         self.short = n_points is not None and n_points < SHORT_SERIES_POINTS
         # the greedy opening and its design: on short series, with long_opening on all
         self.opens = self.short or options.long_opening
-        # the initial design's size: short_n_init where the search opens, but never fewer
-        # than the base kernels (the opening expands the best of them); the opening is extra
+        # the initial design's size: short_n_init where the search opens (long_n_init on a
+        # long series, if set), but never fewer than the base kernels (the opening expands
+        # the best of them); the opening is extra
         self.n_init = options.n_init
         n_base = len(trained.grammar.emitted_kernels) if options.base_kernels else 0
         if self.opens and not self.short and options.long_n_init:
@@ -594,7 +595,8 @@ class _LatentSearch:
     def initial_design(self) -> None:
         """The base kernels, on a short series (any, with ``long_opening``) the greedy
         opening (extra to the design's size ``self.n_init``: ``n_init``, or
-        ``short_n_init`` where the search opens), the warm
+        ``short_n_init`` where the search opens, ``long_n_init`` on a long series if set),
+        the warm
         start, then Sobol points until that many new expressions (at most ``50 n``
         points; the repeats join the data for free)."""
         n = min(self.n_init, self.ev.remaining)
