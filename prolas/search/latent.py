@@ -224,6 +224,14 @@ class LatentBOConfig:
             on a short series. ``n_init`` (10) keeps the whole default design (the base
             kernels and the warm start) and adds the opening between them. Unused
             unless ``long_opening``; measured in ``benchmarks/results/long_design/``.
+        long_draws: on a series of ``SHORT_SERIES_POINTS`` points or more, up to
+            ``long_draws`` new expressions drawn from the grammar's prior (the search's
+            seeded generator), each at the latent code of its token sequence, right after
+            the warm start and extra to ``n_init`` (as the opening). Random search's draws
+            hold a change operator about a third of the time; the latent search started
+            from the base kernels and the warm start can spend its whole budget without
+            proposing one. 0 (default): none; measured in
+            ``benchmarks/results/long_draws/``.
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -283,6 +291,7 @@ class LatentBOConfig:
     short_n_init: int = 5
     long_opening: bool = False
     long_n_init: int = 0
+    long_draws: int = 0
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -308,8 +317,9 @@ class LatentBOConfig:
         no patience stop; records from before incumbent steps lack ``incumbent_every``
         (and ``cost_power``), records from before drop edits lack ``drop_edits`` and
         ``drops_first``, records from before the greedy opening lack ``short_opening``
-        (and ``short_n_init``), and records from before ``long_opening`` (and
-        ``long_n_init``) opened only short series."""
+        (and ``short_n_init``), records from before ``long_opening`` (and
+        ``long_n_init``) opened only short series, and records from before
+        ``long_draws`` drew nothing from the grammar in their design."""
         values = {
             "base_kernels": False,
             "pool_window": 1,
@@ -327,6 +337,7 @@ class LatentBOConfig:
             "short_n_init": 0,
             "long_opening": False,
             "long_n_init": 0,
+            "long_draws": 0,
             **options,
         }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -350,6 +361,8 @@ class LatentBOConfig:
             raise ProlasError("short_n_init must be at least 0 (0: n_init on every series)")
         if self.long_n_init < 0:
             raise ProlasError("long_n_init must be at least 0 (0: short_n_init's design)")
+        if self.long_draws < 0:
+            raise ProlasError("long_draws must be at least 0 (0: no grammar draws)")
         if not self.surrogate_noise_floor > 0.0:
             raise ProlasError("surrogate_noise_floor must be positive")
         if not self.patience_ratio >= 0.0 or self.patience_min < 0:
@@ -456,6 +469,7 @@ class _LatentSearch:
             "bo_steps": 0,
             "incumbent_steps": 0,
             "opening": 0,  # evaluations of the greedy opening (short_opening)
+            "design_draws": 0,  # evaluations of the design's grammar draws (long_draws)
             "free_points": 0,
             "known_proposals": 0,
             "alternates": 0,
@@ -597,8 +611,9 @@ class _LatentSearch:
         opening (extra to the design's size ``self.n_init``: ``n_init``, or
         ``short_n_init`` where the search opens, ``long_n_init`` on a long series if set),
         the warm
-        start, then Sobol points until that many new expressions (at most ``50 n``
-        points; the repeats join the data for free)."""
+        start, on a long series ``long_draws`` grammar draws (extra to the design's
+        size, as the opening), then Sobol points until that many new expressions (at
+        most ``50 n`` points; the repeats join the data for free)."""
         n = min(self.n_init, self.ev.remaining)
         if self.opt.base_kernels:
             picked = self.base_kernel_points(n)
@@ -613,6 +628,10 @@ class _LatentSearch:
             picked = self.warm_start_points(min(self.opt.warm_start, n))
             self.evaluate(picked)
             n -= len(picked)
+        if not self.short and self.opt.long_draws:
+            k = min(self.opt.long_draws, self.ev.remaining)
+            self.stats["design_draws"] = self.evaluate(self.grammar_draw_points(k))
+            n = min(n, self.ev.remaining)
         if n <= 0:
             return
         sobol = torch.quasirandom.SobolEngine(self.d, scramble=True, seed=self.seed)
@@ -671,6 +690,22 @@ class _LatentSearch:
             self.vae.grammar, k, self.ev.seen, self.dataset_name, log=self.log, n_points=n_points
         )
         return self.encoded(picked)
+
+    def grammar_draw_points(self, k: int) -> Points:
+        """Up to ``k`` new expressions drawn from the grammar's prior with the search's
+        generator (at most ``grammar_tries`` draws), each at the latent code of its token
+        sequence."""
+        picked: dict[str, tuple[tuple[str, ...], Expression]] = {}
+        for _ in range(self.opt.grammar_tries):
+            if len(picked) >= k:
+                break
+            seq = self.vae.grammar.sample_sequence(self.rng)
+            e = sequence_expression(seq)
+            if not self.ev.seen(e):
+                picked.setdefault(str(e), (seq, e))
+        if picked:
+            self.log(f"design: {len(picked)} grammar draws (long_draws)")
+        return self.encoded(list(picked.values()))
 
     def encoded(self, picked: list[tuple[tuple[str, ...], Expression]]) -> Points:
         """``(sequence, expression)`` pairs as points at their sequences' latent codes."""

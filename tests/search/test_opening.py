@@ -216,3 +216,32 @@ def test_a_short_initial_design_is_never_fewer_than_the_base_kernels(trained) ->
     names = [e.expression for e in fewer.history]
     assert set(names[:n_base]) == set(trained.grammar.emitted_kernels)
     assert fewer.evaluations == n_base + 11 + 4
+
+
+def test_long_draws_add_grammar_draws_to_a_long_series_design(trained) -> None:
+    n_init = LatentBOConfig().n_init
+    lines: list[str] = []
+    drawn = _run(trained, SHORT_SERIES_POINTS, 11, budget=30, log=lines.append, long_draws=4)
+    default = _run(trained, SHORT_SERIES_POINTS, 11, budget=30)
+    names = [e.expression for e in drawn.history]
+    # the default design (base kernels, warm start), then the draws, extra to it
+    assert names[:n_init] == [e.expression for e in default.history][:n_init]
+    assert drawn.extra["design_draws"] == 4 and drawn.evaluations == 30
+    assert "design: 4 grammar draws (long_draws)" in lines
+    # the draws are the grammar's prior samples from the search's seeded generator,
+    # the first four new ones in order
+    rng = np.random.default_rng(0)
+    expected: list[str] = []
+    while len(expected) < 4:
+        e = str(sequence_expression(trained.grammar.sample_sequence(rng)))
+        if e not in names[:n_init] and e not in expected:
+            expected.append(e)
+    assert names[n_init : n_init + 4] == expected
+    # a short series's search is unchanged
+    short = _run(trained, 60, 11, budget=30, long_draws=4)
+    plain = _run(trained, 60, 11, budget=30)
+    assert [e.expression for e in short.history] == [e.expression for e in plain.history]
+    assert short.extra["design_draws"] == 0
+    with pytest.raises(ProlasError, match="long_draws"):
+        LatentBOConfig(long_draws=-1)
+    assert LatentBOConfig.from_record({}).long_draws == 0
