@@ -143,7 +143,9 @@ BAND_REFIT_LIMIT = 500
 #: latent point (Algorithm 2 as published); :mod:`prolas.search.latent`.
 LATENT_SURROGATES = ("latent", "ot")
 #: Points of PROLAS's initial design: the grammar's base kernels, then ``--warm-start K``
-#: portfolio expressions (:mod:`prolas.search.portfolio`), then Sobol points.
+#: portfolio expressions (:mod:`prolas.search.portfolio`), then Sobol points (on series of
+#: ``SHORT_SERIES_POINTS`` or more, ``LatentBOConfig.long_draws`` grammar draws come after
+#: the portfolio, extra to these).
 INITIAL_DESIGN = 10
 #: Portfolio expressions after the base kernels (decided over fit seeds 1 and 2 of the
 #: tuning series: ``benchmarks/results/initial_design/``).

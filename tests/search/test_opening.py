@@ -222,10 +222,11 @@ def test_long_draws_add_grammar_draws_to_a_long_series_design(trained) -> None:
     n_init = LatentBOConfig().n_init
     lines: list[str] = []
     drawn = _run(trained, SHORT_SERIES_POINTS, 11, budget=30, log=lines.append, long_draws=4)
-    default = _run(trained, SHORT_SERIES_POINTS, 11, budget=30)
+    plain = _run(trained, SHORT_SERIES_POINTS, 11, budget=30, long_draws=0)
     names = [e.expression for e in drawn.history]
-    # the default design (base kernels, warm start), then the draws, extra to it
-    assert names[:n_init] == [e.expression for e in default.history][:n_init]
+    # the 10-point design (base kernels, warm start), then the draws, extra to it
+    assert names[:n_init] == [e.expression for e in plain.history][:n_init]
+    assert plain.extra["design_draws"] == 0
     assert drawn.extra["design_draws"] == 4 and drawn.evaluations == 30
     assert "design: 4 grammar draws (long_draws)" in lines
     # the draws are the grammar's prior samples from the search's seeded generator,
@@ -242,6 +243,16 @@ def test_long_draws_add_grammar_draws_to_a_long_series_design(trained) -> None:
     plain = _run(trained, 60, 11, budget=30)
     assert [e.expression for e in short.history] == [e.expression for e in plain.history]
     assert short.extra["design_draws"] == 0
+    # nor is a search without data (a synthetic objective)
+    options = LatentBOConfig(pool_sobol=64, pool_local=64, long_draws=4)
+    bare = search_prolas(
+        Evaluator(_score, 30),
+        None,
+        SearchConfig(budget=30, seed=0),
+        trained=trained,
+        options=options,
+    )
+    assert bare.extra["design_draws"] == 0
     with pytest.raises(ProlasError, match="long_draws"):
         LatentBOConfig(long_draws=-1)
     assert LatentBOConfig.from_record({}).long_draws == 0
