@@ -39,9 +39,10 @@ def _score(e) -> Score:
     return Score(key, "ok", bic, bic, e.n_params, 0.0)
 
 
-def _run(trained, n: int, opening: int, budget: int = 24, log=None, **settings):
-    x = np.linspace(0.0, 10.0, n)
-    data = Dataset.from_arrays(x, np.sin(x), name="synthetic")
+def _run(trained, n: int | None, opening: int, budget: int = 24, log=None, **settings):
+    """A search of ``n`` points of a sine (None: without data, a synthetic objective)."""
+    x = np.linspace(0.0, 10.0, n or 2)
+    data = None if n is None else Dataset.from_arrays(x, np.sin(x), name="synthetic")
     options = LatentBOConfig(short_opening=opening, pool_sobol=64, pool_local=64, **settings)
     return search_prolas(
         Evaluator(_score, budget),
@@ -244,15 +245,7 @@ def test_long_draws_add_grammar_draws_to_a_long_series_design(trained) -> None:
     assert [e.expression for e in short.history] == [e.expression for e in plain.history]
     assert short.extra["design_draws"] == 0
     # nor is a search without data (a synthetic objective)
-    options = LatentBOConfig(pool_sobol=64, pool_local=64, long_draws=4)
-    bare = search_prolas(
-        Evaluator(_score, 30),
-        None,
-        SearchConfig(budget=30, seed=0),
-        trained=trained,
-        options=options,
-    )
-    assert bare.extra["design_draws"] == 0
+    assert _run(trained, None, 11, budget=30, long_draws=4).extra["design_draws"] == 0
     with pytest.raises(ProlasError, match="long_draws"):
         LatentBOConfig(long_draws=-1)
     assert LatentBOConfig.from_record({}).long_draws == 0
