@@ -41,8 +41,10 @@ def _score(e) -> Score:
 
 def _run(trained, n: int | None, opening: int, budget: int = 24, log=None, **settings):
     """A search of ``n`` points of a sine (None: without data, a synthetic objective)."""
-    x = np.linspace(0.0, 10.0, n or 2)
-    data = None if n is None else Dataset.from_arrays(x, np.sin(x), name="synthetic")
+    data = None
+    if n is not None:
+        x = np.linspace(0.0, 10.0, n)
+        data = Dataset.from_arrays(x, np.sin(x), name="synthetic")
     options = LatentBOConfig(short_opening=opening, pool_sobol=64, pool_local=64, **settings)
     return search_prolas(
         Evaluator(_score, budget),
@@ -241,7 +243,7 @@ def test_long_draws_add_grammar_draws_to_a_long_series_design(trained) -> None:
     assert names[n_init : n_init + 4] == expected
     # a short series's search is unchanged
     short = _run(trained, 60, 11, budget=30, long_draws=4)
-    plain = _run(trained, 60, 11, budget=30)
+    plain = _run(trained, 60, 11, budget=30, long_draws=0)
     assert [e.expression for e in short.history] == [e.expression for e in plain.history]
     assert short.extra["design_draws"] == 0
     # nor is a search without data (a synthetic objective)
