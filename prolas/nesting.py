@@ -67,6 +67,7 @@ __all__ = [
     "contains",
     "embedding",
     "one_step_submodels",
+    "without_offset",
 ]
 
 #: Factors that are 1 on the data at their upper lengthscale bound (not PERC: a sinusoid
@@ -261,6 +262,16 @@ def _one_step_items(items: tuple) -> list[tuple]:
             if factor == "RQ":
                 out.append(head + (item[:j] + ("SE",) + item[j + 1 :],) + tail)
     return out
+
+
+def without_offset(e: Expression) -> Expression | None:
+    """``e`` without its top-level additive constant terms (``C + X`` -> ``X``), the model
+    ``e`` contains with the constant's variance at its lower limit; ``None`` if ``e`` has
+    no such term or is nothing but constants."""
+    kept = tuple(i for i in e.items if isinstance(i, ChangeItem) or tuple(i) != ("C",))
+    if len(kept) == len(e.items) or not kept:
+        return None
+    return from_items(kept)
 
 
 def one_step_submodels(e: Expression) -> set[str]:

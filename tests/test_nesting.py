@@ -13,6 +13,7 @@ from prolas.nesting import (
     contains,
     embedding,
     one_step_submodels,
+    without_offset,
 )
 
 CONTAINED = [
@@ -141,3 +142,20 @@ def test_one_step_submodels_with_white_noise_and_centred_periodic() -> None:
     for e in [abcd.sample(rng) for _ in range(60)]:
         for s in one_step_submodels(e):
             assert contains(e, s), (str(e), s)
+
+
+def test_without_offset_drops_the_top_level_constants_only() -> None:
+    assert str(without_offset(parse("C + PER*PER"))) == "PER*PER"
+    assert str(without_offset(parse("C + LIN + PER"))) == "LIN + PER"
+    # a constant inside a change operator is not an offset of the whole sum
+    assert str(without_offset(parse("CP(C + SE, LIN) + C"))) == "CP(C + SE, LIN)"
+    assert without_offset(parse("CP(C + SE, LIN)")) is None
+    assert without_offset(parse("PER")) is None
+    assert without_offset(parse("C")) is None  # nothing would be left
+    rng = np.random.default_rng(11)
+    grammar = Grammar.from_file("change")
+    for e in [grammar.sample(rng) for _ in range(300)]:
+        s = without_offset(e)
+        if s is not None:  # always a model e contains, with the constants' items gone
+            assert contains(e, s), (str(e), str(s))
+            assert len(s.items) < len(e.items)

@@ -72,7 +72,7 @@ from prolas.gp.starts import (
 )
 from prolas.limits import LENGTHSCALE_FLOOR
 from prolas.memory import keep_heap
-from prolas.nesting import embedding
+from prolas.nesting import embedding, without_offset
 from prolas.processes import main_module_rerun_by_workers
 from prolas.records import Score, first_non_finite
 
@@ -104,6 +104,9 @@ DTYPE = torch.float64
 #: journals made by another version of the fitter are not mixed with this one's.
 #: 2: box edges at the nested models' limits, starts at contained sub-models' optima.
 #: 3: period candidates by harmonic score and power, presampled starts, scanned hops.
+#: (The start of a cold ``C + X`` at ``X``'s cold fit came later without a new number: it
+#: changes only fits without ``init``, and the fits a search caches or journals have one,
+#: but for its first batch, the base kernels.)
 FIT_ALGORITHM = 3
 #: A fit's ``workers`` threads are used from this many points on. Below, the Python
 #: side of each evaluation is a large share of it and the threads queue for the GIL:
@@ -557,6 +560,9 @@ def fit_gp(
             the hyperparameters it shares (:func:`inherit_theta`), screened and polished
             on top of the ``keep`` best cold ones, which are chosen as without ``init``:
             the fit is never worse than the cold fit.
+            Without ``init``, an expression with top-level constant terms
+            (``C + X``, :func:`prolas.nesting.without_offset`) first fits ``X`` cold
+            and starts from its optimum, so it ends at or above ``X``'s cold fit.
         cold: ``False`` skips the random restarts and fits from ``init`` alone (a
             repair of a fit that a contained sub-model beat).
         hop_from_best_only: run the basin-hopping rounds (``config.hops``) from the
@@ -632,6 +638,16 @@ def _fit_gp(
         return _failed(
             expr, dataset, t_start, f"season {config.season:g} below two steps of the data", R
         )
+    if cold and not inits and (offset_free := without_offset(expr)) is not None:
+        # ``C + X`` fitted cold: fit X first and start from its optimum (the constant's
+        # variance at its lower limit: an exact start below), so the fit ends at or above
+        # X's cold fit at the same seed, on any machine. Without it, C + PER*PER (mauna)
+        # and C + LIN + PER (sulphuric) ended 3.7 and 18 nats below PER*PER and LIN + PER
+        # in another basin (tests/gp/test_cold_fit.py). Costs one fit of X. Inside a
+        # search ``init`` holds the contained models it has fitted instead.
+        offset_fit = _fit_gp(offset_free, dataset, config, None, True, pool, hop_from_best_only)
+        if offset_fit.ok and offset_fit.terms:
+            inits = [offset_fit]
     model = GramModel(expr, t, floor_t, ls_floor_t, season_t)
     subsets: dict[int, tuple[GramModel, np.ndarray]] = {}
 

@@ -15,29 +15,17 @@ from prolas.gp import FitConfig, fit_gp
 #: (series, larger expression, the expression it contains by dropping ``C``)
 CASES = [
     ("wages", "C + PER", "PER"),
-    # Not reached yet (issue 40 open; benchmarks/results/cold_fit/). Two basins 3.7 nats
-    # apart: PER*PER (yearly period 1.0042, the slow factor's 47.8 years) at 798.22 at
-    # every seed; C + PER*PER ends in the other (0.9999, 63.3 years) at 794.55 at seed 1
-    # (at seed 0 too when this was written; 798.03 there on 2026-11-30, AVX-512 kernels).
-    # A hop moves one parameter at a time; leaving this basin takes three at once.
-    pytest.param(
-        "mauna",
-        "C + PER*PER",
-        "PER*PER",
-        marks=pytest.mark.xfail(reason="C + PER*PER ends 3.7 nats below PER*PER at seed 1"),
-    ),
+    # Two basins 3.7 nats apart: PER*PER (yearly period 1.0042, the slow factor's 47.8
+    # years) at 798.22 at every seed; C + PER*PER ended in the other (0.9999, 63.3 years)
+    # at 794.55 at seed 1 until the cold fit of C + X started from X's optimum
+    # (prolas.nesting.without_offset): a hop moves one parameter at a time, and leaving
+    # that basin takes three at once.
+    ("mauna", "C + PER*PER", "PER*PER"),
     # The same for a PER factor used as a smooth kernel (period about the span): C + LIN +
-    # PER ends at period 27.8 years at seed 0 (-322.25), 33.9 at seeds 1, 2 (-304.05) with
-    # OpenBLAS's AVX2 (Haswell) kernels; with its AVX-512 (SkylakeX) kernels it agrees and
-    # the case passes (benchmarks/results/cold_fit/, "The same fit on another machine").
-    pytest.param(
-        "sulphuric",
-        "C + LIN + PER",
-        "LIN + PER",
-        marks=pytest.mark.xfail(
-            reason="C + LIN + PER: 18 nats apart at fit seeds 0 and 1 (Haswell kernels)"
-        ),
-    ),
+    # PER ended at period 27.8 years at seed 0 (-322.25), 33.9 at seeds 1, 2 (-304.05) with
+    # OpenBLAS's AVX2 (Haswell) kernels, and agreed with its AVX-512 (SkylakeX) kernels
+    # (benchmarks/results/cold_fit/, "The same fit on another machine").
+    ("sulphuric", "C + LIN + PER", "LIN + PER"),
 ]
 
 
@@ -58,3 +46,18 @@ def test_cold_fits_agree_over_fit_seeds_and_respect_nesting(
     # nats: the optimiser's convergence tolerance, not a miss of a basin)
     for seed in (0, 1):
         assert ll[larger, seed] >= ll[smaller, seed] - 0.5, ll
+
+
+@pytest.mark.parametrize("smaller", ["PER", "LIN + PER", "CP(SE, PER)"])
+def test_a_cold_fit_with_a_constant_offset_starts_from_the_fit_without_it(smaller: str) -> None:
+    """``C + X`` fitted cold fits ``X`` first (prolas.nesting.without_offset) and starts
+    from its optimum: at every fit seed it ends at or above ``X``'s own cold fit. (Before,
+    ``C + CP(SE, PER)`` ended 3.0 nats below ``CP(SE, PER)`` at fit seed 1 on these 60
+    points, and the others less than 0.001 nats below it.)"""
+    ds = thin(load_series(DATA / "airline_train.csv"), 60)
+    for seed in (0, 1):
+        config = FitConfig(seed=seed, lengthscale_floor=1.0)
+        x = fit_gp(smaller, ds, config)
+        cx = fit_gp(f"C + {smaller}", ds, config)
+        assert x.ok and cx.ok
+        assert cx.log_likelihood >= x.log_likelihood - 1e-6, (seed, cx.log_likelihood, x)
