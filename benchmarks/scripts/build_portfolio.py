@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 
 from prolas.grammar import Grammar, sequence_expression
+from prolas.search.cache import cold_row
 from prolas.search.portfolio import PORTFOLIO_PATH
 
 
@@ -62,7 +63,7 @@ def main() -> None:
         for line in Path(path).read_text().splitlines():
             row = json.loads(line)
             fit = row["fit"]
-            if fit["status"] != "ok" or row.get("warm"):
+            if fit["status"] != "ok" or not cold_row(row):
                 continue  # a warm-started fit's BIC depends on its search's history
             n_points[name] = fit["n"]
             scores = bic.setdefault(row["expression"], {})

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from prolas.search.cache import cold_row
+
 ROOT = Path(__file__).resolve().parents[2]
 CACHES = ROOT / "benchmarks/results/extrapolation_base_kernels/fits"
 
@@ -53,7 +55,7 @@ def draw(series: str, n: int, seed: int) -> list[str]:
     exprs = set()
     for line in (CACHES / f"{series}.jsonl").read_text().splitlines():
         r = json.loads(line)
-        if r["fit"]["status"] == "ok" and "warm" not in r:
+        if r["fit"]["status"] == "ok" and cold_row(r):
             exprs.add(r["expression"])
     exprs = sorted(exprs)
     rng = np.random.default_rng(seed)

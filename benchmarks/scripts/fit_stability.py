@@ -65,13 +65,14 @@ def cmd_draw(args: argparse.Namespace) -> None:
     """Seeded draw of ``--n`` (series, expression) pairs, as even as possible over series,
     among the expressions each cache fitted successfully."""
     from prolas.expr import parse
+    from prolas.search.cache import cold_row
 
     per_series: dict[str, list[str]] = {}
     for path in sorted(args.caches):
         exprs = set()
         for line in path.read_text().splitlines():
             record = json.loads(line)
-            if record["fit"]["status"] == "ok" and "warm" not in record:
+            if record["fit"]["status"] == "ok" and cold_row(record):
                 exprs.add(str(parse(record["expression"])))
         per_series[path.stem] = sorted(exprs)
     if args.series:

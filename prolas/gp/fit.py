@@ -105,8 +105,8 @@ DTYPE = torch.float64
 #: 2: box edges at the nested models' limits, starts at contained sub-models' optima.
 #: 3: period candidates by harmonic score and power, presampled starts, scanned hops.
 #: (The start of a cold ``C + X`` at ``X``'s cold fit came later without a new number: it
-#: changes only fits without ``init``, and the fits a search caches or journals have one,
-#: but for its first batch, the base kernels.)
+#: changes only cold fits of such expressions, which fit caches key apart since,
+#: :mod:`prolas.search.cache`; every other fit of fitter 3 is unchanged.)
 FIT_ALGORITHM = 3
 #: A fit's ``workers`` threads are used from this many points on. Below, the Python
 #: side of each evaluation is a large share of it and the threads queue for the GIL:

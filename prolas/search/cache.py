@@ -17,7 +17,10 @@ function of the expression *and* of the fits it started from, so its entry is ke
 both (:func:`warm_key`): the expression, then ``|warm:`` and a digest of the starting
 fits' parameters. A cold fit's key is the expression alone, as before. A repair (a fit
 redone from a contained sub-model's optimum alone, :meth:`CachedScorer.refit`) is keyed by
-the expression, ``|repair:`` and the digest of that sub-model's fit.
+the expression, ``|repair:`` and the digest of that sub-model's fit. A cold fit of an
+expression with a top-level constant term (``C + X``) is keyed ``|warm:offset-start``: such a
+fit starts at ``X``'s cold fit (:func:`prolas.gp.fit_gp`, from after fitter 3 was numbered),
+so the rows of the fitter before, keyed by the expression alone, are not read for it.
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ import os
 import threading
 from pathlib import Path
 
-from prolas.expr import Expression
+from prolas.expr import Expression, parse
 from prolas.gp import FitResult, GPScorer
 from prolas.gp.fit import FIRST_FITTER_FIELDS
+from prolas.nesting import without_offset
 from prolas.records import Score
 
-__all__ = ["CachedScorer", "scorer_fingerprint", "warm_key"]
+__all__ = ["CachedScorer", "cold_row", "scorer_fingerprint", "warm_key"]
 
 
 def _warm_digest(init: tuple) -> str | None:
@@ -44,10 +48,30 @@ def _warm_digest(init: tuple) -> str | None:
     return hashlib.sha256(json.dumps(blocks, sort_keys=True).encode()).hexdigest()[:16]
 
 
+#: The digest of a cold fit of ``C + X`` (module docstring).
+OFFSET_START = "offset-start"
+
+
+def _digest(expr: Expression | str, init: tuple) -> str | None:
+    """:func:`_warm_digest` of ``init``; without it, :data:`OFFSET_START` for an
+    expression with a top-level constant term, else ``None``."""
+    digest = _warm_digest(init)
+    if digest is None and without_offset(parse(expr) if isinstance(expr, str) else expr):
+        return OFFSET_START
+    return digest
+
+
+def cold_row(row: dict) -> bool:
+    """Whether a cache row holds a cold fit (no fits to start from): no ``"warm"`` digest,
+    or :data:`OFFSET_START`'s."""
+    return row.get("warm") in (None, OFFSET_START)
+
+
 def warm_key(expr: Expression | str, init: tuple = ()) -> str:
     """Cache key of a fit of ``expr`` warm-started from the fits ``init``: the
-    expression alone without them, else with a digest of their parameters."""
-    return _key(expr, _warm_digest(init))
+    expression alone without them (with ``|warm:offset-start`` for ``C + X``), else with
+    a digest of their parameters."""
+    return _key(expr, _digest(expr, init))
 
 
 def _key(expr: Expression | str, digest: str | None) -> str:
@@ -114,7 +138,7 @@ class CachedScorer:
             return self._table.get(warm_key(expr, init))
 
     def __call__(self, expr: Expression, init: tuple = ()) -> Score:
-        digest = _warm_digest(init)
+        digest = _digest(expr, init)
         return self._cached(expr, _key(expr, digest), digest, lambda: self.scorer(expr, init))
 
     def refit(self, expr: Expression, init: tuple) -> Score:

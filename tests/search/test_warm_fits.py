@@ -15,7 +15,7 @@ from prolas.expr import parse
 from prolas.gp import FitConfig, GPScorer, fit_gp
 from prolas.records import Evaluation, Score
 from prolas.report import validate_result_json
-from prolas.search.cache import CachedScorer, warm_key
+from prolas.search.cache import CachedScorer, cold_row, warm_key
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import Evaluator, related_fits
 from prolas.search.journal import fingerprint
@@ -182,3 +182,31 @@ def test_cli_warm_fits_in_parallel_equal_sequential_and_resume_checks_it(tmp_pat
     code = main([*args, "--no-warm-fits", "--resume", "--out", str(tmp_path / "seq")])
     err = capsys.readouterr().err
     assert code != 0 and "warm_fits" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cached_scorer_keys_cold_offset_fits_apart_from_the_fitter_before(
+    tmp_path, planted_se_per
+) -> None:
+    """A cold ``C + X`` starts at ``X``'s cold fit (prolas.gp.fit_gp) since fitter 3 was
+    numbered: its row is keyed ``|warm:offset-start``, and a row of the fitter before
+    (the expression alone) is not read for it; other cold fits keep their rows."""
+    ds = planted_se_per
+    path = tmp_path / "fits.jsonl"
+    scorer = CachedScorer(GPScorer(ds, FitConfig(restarts=1)), path)
+    offset = scorer(parse("C + PER"))
+    plain = scorer(parse("PER"))
+    assert offset.log_likelihood >= plain.log_likelihood - 1e-6
+    assert warm_key("C + PER") == "C + PER|warm:offset-start" and warm_key("PER") == "PER"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert rows[0]["warm"] == "offset-start" and "warm" not in rows[1]
+    assert cold_row(rows[0]) and cold_row(rows[1])
+    # a row written by the fitter before, keyed by the expression alone, with a BIC no
+    # fit gives: not read for the cold fit of C + PER, which is fitted again
+    stale = {**rows[0], "fit": {**rows[0]["fit"], "best": {**rows[0]["fit"]["best"], "bic": 1e6}}}
+    stale.pop("warm")
+    old = tmp_path / "old.jsonl"
+    old.write_text(json.dumps(stale) + "\n" + json.dumps(rows[1]) + "\n")
+    again = CachedScorer(GPScorer(ds, FitConfig(restarts=1)), old)
+    assert again(parse("C + PER")).bic == offset.bic
+    assert again(parse("PER")).bic == plain.bic
+    assert (again.hits, again.misses) == (1, 1)
