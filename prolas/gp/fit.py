@@ -183,6 +183,12 @@ class FitConfig:
             units (:mod:`prolas.gp.prior`; larger is weaker) under which the presampled
             starts are ranked and the screen runs; the polish and the hops maximise the
             likelihood alone. 0: off, the screen ranks by likelihood.
+        offset_start: a cold fit (no ``init``) of an expression with top-level constant
+            terms, ``C + X`` (:func:`prolas.nesting.without_offset`), first fits ``X``
+            cold with these settings and starts from its optimum, so it ends at or above
+            ``X``'s cold fit at the same seed on any machine (one more fit of ``X``).
+            ``False``: no such start, as the fitter before it (fit caches key these
+            fits apart, :mod:`prolas.search.cache`). A fit with ``init`` never has it.
         season: every period (``PER``'s) held at this value in x's units instead of
             fitted, e.g. 1 for a yearly season on x in years; the fit then has one free
             parameter fewer per periodic factor (``n_params`` and BIC count the free
@@ -210,6 +216,7 @@ class FitConfig:
     twins_replace: bool = False
     prior: float = 0.0
     season: float = 0.0
+    offset_start: bool = True
 
     def schedule(self) -> tuple[tuple[int, int, int], ...]:
         """The screening stages before the polish, each ``(candidates, iterations,
@@ -246,6 +253,10 @@ class FitConfig:
         for name, default in defaults:
             if d[name] == default:  # keys written before the field existed lack it
                 del d[name]
+        # on (the default), its cold C + X fits are keyed apart (prolas.search.cache), and
+        # every other fit is the one of the keys written before the field existed
+        if d["offset_start"]:
+            del d["offset_start"]
         d["algorithm"] = FIT_ALGORITHM
         return d
 
@@ -560,9 +571,10 @@ def fit_gp(
             the hyperparameters it shares (:func:`inherit_theta`), screened and polished
             on top of the ``keep`` best cold ones, which are chosen as without ``init``:
             the fit is never worse than the cold fit.
-            Without ``init``, an expression with top-level constant terms
-            (``C + X``, :func:`prolas.nesting.without_offset`) first fits ``X`` cold
-            and starts from its optimum, so it ends at or above ``X``'s cold fit.
+            (Without ``init``, a ``C + X`` first fits ``X`` cold and starts from its
+            optimum, :attr:`FitConfig.offset_start`; with ``init`` it starts from the
+            fits given instead, and is never worse than the cold fit without that
+            start.)
         cold: ``False`` skips the random restarts and fits from ``init`` alone (a
             repair of a fit that a contained sub-model beat).
         hop_from_best_only: run the basin-hopping rounds (``config.hops``) from the
@@ -638,7 +650,8 @@ def _fit_gp(
         return _failed(
             expr, dataset, t_start, f"season {config.season:g} below two steps of the data", R
         )
-    if cold and not inits and (offset_free := without_offset(expr)) is not None:
+    offset_free = without_offset(expr) if cold and config.offset_start and not inits else None
+    if offset_free is not None:
         # ``C + X`` fitted cold: fit X first and start from its optimum (the constant's
         # variance at its lower limit: an exact start below), so the fit ends at or above
         # X's cold fit at the same seed, on any machine. Without it, C + PER*PER (mauna)

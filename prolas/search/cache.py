@@ -52,12 +52,14 @@ def _warm_digest(init: tuple) -> str | None:
 OFFSET_START = "offset-start"
 
 
-def _digest(expr: Expression | str, init: tuple) -> str | None:
+def _digest(expr: Expression | str, init: tuple, offset_start: bool = True) -> str | None:
     """:func:`_warm_digest` of ``init``; without it, :data:`OFFSET_START` for an
-    expression with a top-level constant term, else ``None``."""
+    expression with a top-level constant term if ``offset_start``
+    (:attr:`prolas.gp.FitConfig.offset_start`), else ``None``."""
     digest = _warm_digest(init)
-    if digest is None and without_offset(parse(expr) if isinstance(expr, str) else expr):
-        return OFFSET_START
+    if digest is None and offset_start:
+        if without_offset(parse(expr) if isinstance(expr, str) else expr) is not None:
+            return OFFSET_START
     return digest
 
 
@@ -67,11 +69,11 @@ def cold_row(row: dict) -> bool:
     return row.get("warm") in (None, OFFSET_START)
 
 
-def warm_key(expr: Expression | str, init: tuple = ()) -> str:
+def warm_key(expr: Expression | str, init: tuple = (), offset_start: bool = True) -> str:
     """Cache key of a fit of ``expr`` warm-started from the fits ``init``: the
-    expression alone without them (with ``|warm:offset-start`` for ``C + X``), else with
-    a digest of their parameters."""
-    return _key(expr, _digest(expr, init))
+    expression alone without them (with ``|warm:offset-start`` for ``C + X`` if
+    ``offset_start``), else with a digest of their parameters."""
+    return _key(expr, _digest(expr, init, offset_start))
 
 
 def _key(expr: Expression | str, digest: str | None) -> str:
@@ -118,6 +120,8 @@ class CachedScorer:
         # ``recorded_by``: read (and extend) the entries an earlier fitter wrote
         # (:func:`scorer_fingerprint`): for replaying committed benchmark grids
         self.key = scorer_fingerprint(scorer, recorded_by)
+        # cold C + X fits keyed apart: this fitter's, not an earlier one's (module docstring)
+        self.offset_start = scorer.config.offset_start and recorded_by is None
         self._lock = threading.Lock()
         self._table: dict[str, FitResult] = {}
         self.hits = 0
@@ -135,10 +139,10 @@ class CachedScorer:
     def lookup(self, expr: Expression | str, init: tuple = ()) -> FitResult | None:
         """The cached fit of ``expr`` (warm-started from ``init``), without fitting."""
         with self._lock:
-            return self._table.get(warm_key(expr, init))
+            return self._table.get(warm_key(expr, init, self.offset_start))
 
     def __call__(self, expr: Expression, init: tuple = ()) -> Score:
-        digest = _digest(expr, init)
+        digest = _digest(expr, init, self.offset_start)
         return self._cached(expr, _key(expr, digest), digest, lambda: self.scorer(expr, init))
 
     def refit(self, expr: Expression, init: tuple) -> Score:

@@ -61,3 +61,15 @@ def test_a_cold_fit_with_a_constant_offset_starts_from_the_fit_without_it(smalle
         cx = fit_gp(f"C + {smaller}", ds, config)
         assert x.ok and cx.ok
         assert cx.log_likelihood >= x.log_likelihood - 1e-6, (seed, cx.log_likelihood, x)
+
+
+def test_without_the_offset_start_a_cold_fit_can_end_below_the_model_it_contains() -> None:
+    """The case the offset start mends (``FitConfig.offset_start=False``: the fitter
+    before), and the fit-cache key: the option is named only when off."""
+    ds = thin(load_series(DATA / "airline_train.csv"), 60)
+    before = FitConfig(seed=1, lengthscale_floor=1.0, offset_start=False)
+    x = fit_gp("CP(SE, PER)", ds, before)
+    assert fit_gp("C + CP(SE, PER)", ds, before).log_likelihood < x.log_likelihood - 1.0
+    now = FitConfig(seed=1, lengthscale_floor=1.0)
+    assert fit_gp("C + CP(SE, PER)", ds, now).log_likelihood >= x.log_likelihood - 1e-6
+    assert "offset_start" not in now.key() and before.key()["offset_start"] is False

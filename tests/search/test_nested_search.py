@@ -78,7 +78,7 @@ class SpoilOnce(GPScorer):
 
     def __call__(self, expr: Expression, init=()) -> Score:
         if str(expr) == self.spoilt:
-            bad = FitConfig(restarts=1, max_iter=0, screen_iter=0, keep=1)
+            bad = FitConfig(restarts=1, max_iter=0, screen_iter=0, keep=1, offset_start=False)
             return fit_gp(expr, self.dataset, bad).to_score()
         return super().__call__(expr, init)
 
