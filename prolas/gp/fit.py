@@ -104,9 +104,10 @@ DTYPE = torch.float64
 #: journals made by another version of the fitter are not mixed with this one's.
 #: 2: box edges at the nested models' limits, starts at contained sub-models' optima.
 #: 3: period candidates by harmonic score and power, presampled starts, scanned hops.
-#: (The start of a cold ``C + X`` at ``X``'s cold fit came later without a new number: it
-#: changes only cold fits of such expressions, which fit caches key apart since,
-#: :mod:`prolas.search.cache`; every other fit of fitter 3 is unchanged.)
+#: (The start of a cold ``C + X`` at ``X``'s cold fit, :attr:`FitConfig.offset_start`,
+#: came later without a new number: it changes only cold fits of such expressions, and
+#: fit caches key those apart (:mod:`prolas.search.cache`); every other fit of fitter 3
+#: is unchanged.)
 FIT_ALGORITHM = 3
 #: A fit's ``workers`` threads are used from this many points on. Below, the Python
 #: side of each evaluation is a large share of it and the threads queue for the GIL:
