@@ -24,6 +24,9 @@ scale at period 12). Candidates (``benchmarks/results/fixed_kernel_restarts/``):
   linear trend's slope is correlated over the ``SE`` factor's lengthscale, so the forecast
   carries it for about that long (a damped trend; ``LIN`` at the lengthscale's limit;
   ``benchmarks/results/damped_trend/``).
+* ``QD6``: Q3's three fits and D3's three fits, the six mixed with equal weights: a
+  forecast combination of the global linear trend and the locally linear one
+  (``benchmarks/results/trend_combination/``).
 * ``L8``, ``LE3``: R8 and E3 fitted and forecast on log y (when every training value is
   positive; else as R8 and E3), back on y's scale: every quantile is exp of the log-scale
   quantile, the point forecast exp of the log-scale median
@@ -81,16 +84,22 @@ CANDIDATES = {
     "S1": {"restarts": 8},
     "Q3": {"restarts": 8},
     "D3": {"restarts": 8},
+    "QD6": {"restarts": 8},
 }
 
-#: Candidates fitting another kernel than :data:`prolas.limits.FIXED_FORECAST_KERNEL`.
-KERNELS = {"Q3": "LIN + PER*SE + SE", "D3": "LIN*SE + PER*SE + SE"}
+#: Candidates fitting other kernels than :data:`prolas.limits.FIXED_FORECAST_KERNEL`, each
+#: at every seed offset, in this order.
+KERNELS = {
+    "Q3": ("LIN + PER*SE + SE",),
+    "D3": ("LIN*SE + PER*SE + SE",),
+    "QD6": ("LIN + PER*SE + SE", "LIN*SE + PER*SE + SE"),
+}
 
 #: Candidates whose fits are mixtures over seeds, and those fitted on log y.
-MIXTURES = ("E3", "LE3", "S3", "Q3", "D3")
+MIXTURES = ("E3", "LE3", "S3", "Q3", "D3", "QD6")
 ON_LOG_Y = ("L8", "LE3")
 #: Candidates whose ``PER`` period is held at the season (``FitConfig.season``).
-SEASONAL = ("S3", "S1", "Q3", "D3")
+SEASONAL = ("S3", "S1", "Q3", "D3", "QD6")
 #: The season in steps of the data's spacing (monthly series).
 SEASON_STEPS = 12
 
@@ -118,10 +127,11 @@ def series_row(
     t0 = time.perf_counter()
     fits = [
         fit_gp(
-            KERNELS.get(name, FIXED_FORECAST_KERNEL),
+            kernel,
             data,
             FitConfig(seed=seed + k, lengthscale_floor=LENGTHSCALE_FLOOR, **settings),
         )
+        for kernel in KERNELS.get(name, (FIXED_FORECAST_KERNEL,))
         for k in offsets
     ]
     row = {"series": series.name, "seed": seed, "candidate": name, "on_log_y": on_log, "band": band}
@@ -129,7 +139,7 @@ def series_row(
     if failed:
         seconds = time.perf_counter() - t0
         return {**row, "fit_seconds": seconds, "status": "failed", "error": failed[0].error}
-    fit = fits[0]  # seed s's own fit: the log-likelihood reported
+    fit = fits[0]  # seed s's own fit (of the first kernel): the log-likelihood reported
     method = "bma" if name in MIXTURES else "rolling-mix"
     weights = [1.0] * len(fits) if name in MIXTURES else None
     with warnings.catch_warnings():

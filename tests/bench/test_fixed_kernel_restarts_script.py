@@ -178,3 +178,24 @@ def test_dumped_band_material_replays_the_products_bands(tmp_path):
             assert again.loc[rule, k] == pytest.approx(got.loc[rule, k], rel=1e-9)
     with pytest.raises(SystemExit, match="needs the check's pairs"):
         rules.main([str(tmp_path / "run"), "--bench", "--rules", "interval", "--out", str(bench)])
+
+
+def test_trend_combination_mixes_q3s_and_d3s_fits_equally(tmp_path):
+    import numpy as np
+
+    script = load_script("fixed_kernel_restarts")
+    out, dump = tmp_path / "rows.csv", tmp_path / "dump"
+    args = ["--series", "N1410", "--seeds", "0", "--candidates", "Q3,D3,QD6", "--band", "shrunk"]
+    assert (
+        script.main([*args, "--data-dir", str(DATA), "--out", str(out), "--dump", str(dump)]) == 0
+    )
+    rows = pd.read_csv(out).set_index("candidate")
+    q3, d3, qd6 = (np.load(dump / f"N1410_0_{c}.npz") for c in ("Q3", "D3", "QD6"))
+    # QD6's six components are Q3's three fits, then D3's three, each weighted 1/6
+    np.testing.assert_allclose(qd6["means"], np.vstack([q3["means"], d3["means"]]), rtol=1e-12)
+    np.testing.assert_allclose(qd6["weights"], np.full(6, 1 / 6), rtol=1e-12)
+    assert rows.loc["QD6", "log_likelihood"] == rows.loc["Q3", "log_likelihood"]
+    # so its point forecast is the average of the two candidates' point forecasts
+    point = 0.5 * (q3["means"].mean(axis=0) + d3["means"].mean(axis=0))
+    mase = np.mean(np.abs(qd6["test_y"] - point)) / float(qd6["scale"])
+    assert rows.loc["QD6", "mase"] == pytest.approx(mase, rel=1e-9)
