@@ -423,16 +423,36 @@ def _as_numeric(
         s = s.dt.to_timestamp()
     if pd.api.types.is_datetime64_any_dtype(s) or _looks_like_dates(s):
         return timestamps_to_decimal_years(s), True
-    converted = pd.to_numeric(s, errors="coerce")
-    bad = converted.isna() & s.notna()
+    values, bad = parse_numbers(s)
     if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
+        i = int(np.flatnonzero(bad)[0])
         where = rows.at(np.arange(len(s)) == i)
         raise DataError(f"{path}: column {col!r} is not numeric ({where}: {s.iloc[i]!r})")
-    return converted.to_numpy(dtype=np.float64), False
+    return values, False
 
 
-_NUMBER = r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
+#: A plain decimal numeral (no thousands separators, no ``inf``/``nan`` words; spelled out:
+#: a class like ``[\d.eE+-]+`` also matches 2001-07-02).
+NUMBER = r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
+
+
+def parse_numbers(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``(float64 values, not-a-number mask)`` of a column read as text.
+
+    Text that is no number is NaN and flagged; a missing value is NaN and not flagged. A
+    numeral beyond float64's range (``1e400``), which pandas' parser leaves as text, is
+    ``±inf`` as Python's ``float`` reads it, not flagged: the NaN/inf checks then name it
+    (and ``--dropna`` drops it) instead of calling a number "not numeric"."""
+    converted = pd.to_numeric(values, errors="coerce")
+    out = converted.to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = (converted.isna() & values.notna()).to_numpy()
+    if bad.any():
+        text = values[bad].astype(str)
+        numeral = text.str.fullmatch(NUMBER).to_numpy()
+        at = np.flatnonzero(bad)[numeral]
+        out[at] = [float(t) for t in text[numeral]]
+        bad[at] = False
+    return out, bad
 
 
 def _mostly_numeric(s: pd.Series) -> bool:
@@ -456,7 +476,7 @@ def _looks_like_dates(s: pd.Series) -> bool:
     sample = s.dropna().astype(str).head(20)
     # plain numbers are not dates (a character class such as [\d.eE+-]+ would also
     # match "2001-07-02", so spell the number out)
-    if sample.empty or sample.str.fullmatch(_NUMBER).all():
+    if sample.empty or sample.str.fullmatch(NUMBER).all():
         return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

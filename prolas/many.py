@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from prolas.data import Dataset, timestamps_to_decimal_years
+from prolas.data import NUMBER, Dataset, parse_numbers, timestamps_to_decimal_years
 from prolas.errors import DataError, OutputExistsError, ProlasError
 from prolas.fitjob import (
     ForecastSettings,
@@ -89,9 +89,6 @@ SUMMARY_COLUMNS = (
 )
 
 _SPLITS = ("train", "test")
-
-#: A plain number as text (spelled out: a class like [\d.eE+-]+ also matches 2001-07-02).
-_NUMBER = r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,14 +174,6 @@ def _folder_names(ids: Sequence[str]) -> dict[str, str]:
     }
 
 
-def _numbers(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """``(float values, not-a-number mask)``: text that is no number is NaN and flagged
-    (a missing value is NaN but not flagged)."""
-    converted = pd.to_numeric(values, errors="coerce")
-    bad = (converted.isna() & values.notna()).to_numpy()
-    return converted.to_numpy(dtype=np.float64), bad
-
-
 def _as_dates(values: pd.Series) -> np.ndarray | None:
     """Decimal years when every value of a text column parses as a date, else None."""
     if pd.api.types.is_datetime64_any_dtype(values):
@@ -192,7 +181,7 @@ def _as_dates(values: pd.Series) -> np.ndarray | None:
     if pd.api.types.is_numeric_dtype(values):
         return None
     text = values.dropna().astype(str)
-    if text.empty or text.str.fullmatch(_NUMBER).all():  # plain numbers are no dates
+    if text.empty or text.str.fullmatch(NUMBER).all():  # plain numbers are no dates
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -279,14 +268,14 @@ def read_long(
     if ids.isna().any():
         raise DataError(f"{where}: column {id_column!r} is empty on CSV line {_lines(ids.isna())}")
     ids = ids.astype(str).str.strip()
-    yv, y_text = _numbers(df[y])
+    yv, y_text = parse_numbers(df[y])
     x_is_date = False
     if x is None:
         xv, x_text = None, np.zeros(len(df), dtype=bool)
     else:
         dates = _as_dates(df[x])
         x_is_date = dates is not None
-        xv, x_text = (dates, np.zeros(len(df), dtype=bool)) if x_is_date else _numbers(df[x])
+        xv, x_text = (dates, np.zeros(len(df), dtype=bool)) if x_is_date else parse_numbers(df[x])
     roles = np.full(len(df), "train", dtype=object)
     bad_role = np.zeros(len(df), dtype=bool)
     if split is not None:

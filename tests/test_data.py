@@ -110,6 +110,21 @@ def test_dropna_drops_with_warning(tmp_path):
     assert np.isfinite(ds.y).all()
 
 
+def test_a_numeral_beyond_float64_is_inf_not_text(tmp_path):
+    # pandas' parser leaves 1e400 as text; it is a number, too large: reported (and
+    # dropped) as inf like a literal inf, never called "not numeric"
+    rows = [(1, 1.0), (2, "1e400"), (3, 3.0), (4, "-2E+999"), (5, 5.0), (6, 6.0), (7, 2.0)]
+    p = write(tmp_path, "x,y\n" + "".join(f"{a},{b}\n" for a, b in rows))
+    msg = load_error(p)
+    assert "2 NaN/inf" in msg and "line 3" in msg and "not numeric" not in msg
+    with pytest.warns(UserWarning, match="dropped 2 row"):
+        ds = load_csv(p, dropna=True)
+    np.testing.assert_array_equal(ds.x, [1, 3, 5, 6, 7])
+    # a stray word beside it is still text
+    p = write(tmp_path, "x,y\n1,1\n2,1e400\n3,3e\n4,4\n5,5\n6,2\n", "e.csv")
+    assert "not numeric" in load_error(p) and "'3e'" in load_error(p)
+
+
 def test_dropna_below_minimum_still_fails(tmp_path):
     p = write(tmp_path, "x,y\n1,1\n2,nan\n3,3\n4,nan\n5,5\n6,6\n")
     with pytest.warns(UserWarning):

@@ -64,6 +64,17 @@ def test_bad_series_get_their_reason_and_the_right_csv_line(tmp_path) -> None:
     assert read_long(path, "id", split="split", dropna=True)[0].train.n == 23
 
 
+def test_a_numeral_beyond_float64_is_an_inf_value_not_text(tmp_path) -> None:
+    df = long_frame()
+    df["y"] = df["y"].astype(object)
+    df.loc[3, "y"] = "1e400"  # series A, CSV line 5: a number, too large for float64
+    path = tmp_path / "big.csv"
+    df.to_csv(path, index=False)
+    a = read_long(path, "id", split="split")[0]
+    assert "NaN/inf" in a.error and "CSV line 5" in a.error and "not numeric" not in a.error
+    assert read_long(path, "id", split="split", dropna=True)[0].train.n == 23
+
+
 def test_short_series_dates_and_frames(tmp_path) -> None:
     df = pd.DataFrame(
         {
