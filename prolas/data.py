@@ -455,6 +455,31 @@ def parse_numbers(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return out, bad
 
 
+def check_unique_columns(names, where: str) -> None:
+    """Raise a :class:`DataError` when two of a table's column names are the same once
+    stripped: pandas renames a repeat (``y``, ``y.1``), so one column would be read in
+    place of the other without a word. Unnamed columns (empty header cells) are skipped."""
+    seen: dict[str, int] = {}
+    for c in names:
+        if c is None or (isinstance(c, float) and math.isnan(c)):
+            continue
+        key = str(c).strip()
+        seen[key] = seen.get(key, 0) + 1
+    repeated = [c for c, k in seen.items() if k > 1]
+    if repeated:
+        raise DataError(
+            f"{where}: column {repeated[0]!r} appears {seen[repeated[0]]} times in the header; "
+            "give each column its own name"
+        )
+
+
+def header_names(path: Path, **read_options) -> list:
+    """The raw names of a CSV file's header row (before pandas renames repeats)."""
+    options = {k: v for k, v in read_options.items() if k in ("sep", "index_col")}
+    head = pd.read_csv(path, header=None, nrows=1, dtype=str, **options)
+    return head.iloc[0].tolist() if len(head) else []
+
+
 def _mostly_numeric(s: pd.Series) -> bool:
     """A text column whose values are mostly numbers (a few stray strings).
 
@@ -511,10 +536,10 @@ def load_csv(
 
     Raises:
         DataError: missing/unreadable file, a separator or decimal mark that cannot be
-            told, a header that does not name the rows' columns, absent column (lists
-            those present), no
-            numeric column, a chosen column that is not numeric, NaN/inf values,
-            values beyond :data:`MAX_MAGNITUDE`, fewer than 5 points, constant y.
+            told, a header that does not name the rows' columns or names one twice,
+            absent column (lists those present), no numeric column, a chosen column
+            that is not numeric, NaN/inf values (a numeral beyond float64, ``1e400``,
+            is inf), values beyond :data:`MAX_MAGNITUDE`, fewer than 5 points, constant y.
     """
     p = Path(path)
     if not p.exists():
@@ -525,6 +550,7 @@ def load_csv(
     dialect = sniff_dialect(text, str(p))
     try:
         df = pd.read_csv(p, **dialect.read_csv_options())
+        check_unique_columns(header_names(p, **dialect.read_csv_options()), str(p))
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"{p}: cannot read as CSV ({msg})") from None
@@ -696,6 +722,7 @@ def as_dataset(
 
 
 def _frame(frame: pd.DataFrame, x, y, *, dropna: bool, name: str, where: str) -> Dataset:
+    check_unique_columns(frame.columns, where)
     frame = frame.reset_index(drop=True)
     frame.columns = [str(c).strip() for c in frame.columns]
     return _frame_dataset(

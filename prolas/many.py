@@ -43,7 +43,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from prolas.data import NUMBER, Dataset, parse_numbers, timestamps_to_decimal_years
+from prolas.data import (
+    NUMBER,
+    Dataset,
+    check_unique_columns,
+    header_names,
+    parse_numbers,
+    timestamps_to_decimal_years,
+)
 from prolas.errors import DataError, OutputExistsError, ProlasError
 from prolas.fitjob import (
     ForecastSettings,
@@ -249,6 +256,7 @@ def read_long(
     """
     if isinstance(source, pd.DataFrame):
         df, where = source.reset_index(drop=True), "<data frame>"
+        check_unique_columns(df.columns, where)
     else:
         p = Path(source)
         where = str(p)
@@ -258,6 +266,7 @@ def read_long(
             header = pd.read_csv(p, nrows=0)
             dtype = {id_column: str} if id_column in header.columns else None
             df = pd.read_csv(p, dtype=dtype, keep_default_na=True, float_precision="round_trip")
+            check_unique_columns(header_names(p), where)
         except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
             raise DataError(f"{p}: cannot read as CSV ({one_line(exc)})") from None
     df.columns = [str(c).strip() for c in df.columns]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from prolas.data import Dataset, extrapolation_split, load_csv
+from prolas.data import Dataset, as_dataset, extrapolation_split, load_csv
 from prolas.errors import DataError, ProlasError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -123,6 +123,20 @@ def test_a_numeral_beyond_float64_is_inf_not_text(tmp_path):
     # a stray word beside it is still text
     p = write(tmp_path, "x,y\n1,1\n2,1e400\n3,3e\n4,4\n5,5\n6,2\n", "e.csv")
     assert "not numeric" in load_error(p) and "'3e'" in load_error(p)
+
+
+def test_a_repeated_column_name_is_an_error_not_a_silent_pick(tmp_path):
+    # pandas would read the second 'y' as 'y.1' and prolas would fit the first unasked
+    body = "".join(f"{i},{i % 3},{i % 4}\n" for i in range(8))
+    msg = load_error(write(tmp_path, "x,y,y\n" + body))
+    assert "'y' appears 2 times" in msg
+    msg = load_error(write(tmp_path, "x;y;y \n" + body.replace(",", ";"), "semi.csv"))
+    assert "'y' appears 2 times" in msg  # any delimiter; names are stripped
+    frame = pd.DataFrame([[1, 2, 3], [2, 3, 1]] * 4, columns=["x", "y", "y"])
+    with pytest.raises(DataError, match="'y' appears 2 times"):
+        as_dataset(frame, x="x", y="y")
+    # empty header cells are unnamed columns, not repeats
+    assert load_csv(write(tmp_path, "x,y,,\n" + body.replace("\n", ",\n"), "u.csv")).n == 8
 
 
 def test_dropna_below_minimum_still_fails(tmp_path):

@@ -75,6 +75,19 @@ def test_a_numeral_beyond_float64_is_an_inf_value_not_text(tmp_path) -> None:
     assert read_long(path, "id", split="split", dropna=True)[0].train.n == 23
 
 
+def test_a_repeated_column_name_is_an_error(tmp_path) -> None:
+    path = tmp_path / "dup.csv"
+    long_frame().to_csv(path, index=False)
+    header, rest = path.read_text().split("\n", 1)
+    path.write_text(header.replace(",y", ",x", 1) + "\n" + rest)  # two columns named x
+    with pytest.raises(DataError, match="'x' appears 2 times"):
+        read_long(path, "id", split="split")
+    frame = long_frame()
+    frame.columns = ["y" if c == "x" else c for c in frame.columns]
+    with pytest.raises(DataError, match="'y' appears 2 times"):
+        read_long(frame, "id")
+
+
 def test_short_series_dates_and_frames(tmp_path) -> None:
     df = pd.DataFrame(
         {
