@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -455,7 +456,7 @@ def parse_numbers(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return out, bad
 
 
-def check_unique_columns(names, where: str) -> None:
+def check_unique_columns(names: Iterable[object], where: str) -> None:
     """Raise a :class:`DataError` when two of a table's column names are the same once
     stripped: pandas renames a repeat (``y``, ``y.1``), so one column would be read in
     place of the other without a word. Unnamed columns (empty header cells) are skipped."""
@@ -473,7 +474,7 @@ def check_unique_columns(names, where: str) -> None:
         )
 
 
-def header_names(path: Path, **read_options) -> list:
+def header_names(path: Path, **read_options: object) -> list[object]:
     """The raw names of a CSV file's header row (before pandas renames repeats)."""
     options = {k: v for k, v in read_options.items() if k in ("sep", "index_col")}
     head = pd.read_csv(path, header=None, nrows=1, dtype=str, **options)
