@@ -32,7 +32,7 @@ from prolas.expr import CP, CW, Base, ChangeItem, Expression, Item, from_items, 
 from prolas.records import SearchResult
 from prolas.search.evaluator import BudgetExhausted, Evaluator
 
-__all__ = ["expand", "search_cks", "ABCD_BASE_KERNELS", "STANDARD_BASE_KERNELS"]
+__all__ = ["change_rules", "expand", "search_cks", "ABCD_BASE_KERNELS", "STANDARD_BASE_KERNELS"]
 
 #: CKS's base kernel set B (Duvenaud et al., 2013).
 STANDARD_BASE_KERNELS: tuple[str, ...] = ("SE", "LIN", "PER", "RQ")
@@ -56,6 +56,14 @@ def _replacements(items: tuple[Item, ...], base_kernels: Sequence[str]) -> list[
                 if b != name:
                     out.append((*items[:i], (*item[:j], b, *item[j + 1 :]), *items[i + 1 :]))
     return out
+
+
+def change_rules(expr: Expression) -> list[Expression]:
+    """The Automatic Statistician's change rules that wrap ``expr`` alone, in CKS's order:
+    ``CP(S, S)``, ``CW(S, S)``, ``CW(S, C)``, ``CW(C, S)`` (a change of S's
+    hyperparameters at a point, within a window, and S switched off or on inside one)."""
+    const = Base("C")
+    return [CP(expr, expr), CW(expr, expr), CW(expr, const), CW(const, expr)]
 
 
 def expand(expr: Expression, base_kernels: Sequence[str], change: bool = False) -> list[Expression]:
@@ -89,8 +97,7 @@ def expand(expr: Expression, base_kernels: Sequence[str], change: bool = False) 
     for items in _replacements(expr.items, base_kernels):
         add(from_items(items))
     if change:
-        const = Base("C")
-        for e in (CP(expr, expr), CW(expr, expr), CW(expr, const), CW(const, expr)):
+        for e in change_rules(expr):
             add(e)
         for b in base_kernels:
             add(CP(expr, Base(b)))

@@ -109,7 +109,7 @@ from prolas.limits import (
 from prolas.records import SearchResult
 from prolas.search.config import SearchConfig
 from prolas.search.evaluator import BudgetExhausted, Evaluator
-from prolas.search.greedy import STANDARD_BASE_KERNELS, expand
+from prolas.search.greedy import STANDARD_BASE_KERNELS, change_rules, expand
 from prolas.search.portfolio import warm_start
 from prolas.surrogates.acquisition import sequence_drops, sequence_edits, two_kernel_sequences
 from prolas.surrogates.model import dense_numerics
@@ -242,6 +242,16 @@ class LatentBOConfig:
             level at fit seed 0 instead of neither, the same as before at 1 and 2; on the
             nine series at fit seed 0, 6 of 9 at CKS's level at its wall time instead of 4,
             wages lost).
+        long_change_rules: on a series of ``SHORT_SERIES_POINTS`` points or more (not on
+            a search without data), right after the base kernels and extra to ``n_init``,
+            the Automatic Statistician's change rules of the best base kernel B that CKS
+            evaluates at its second level (:func:`prolas.search.greedy.change_rules`:
+            ``CP(B, B)``, ``CW(B, B)``, ``CW(B, C)``, ``CW(C, B)``), each at the latent
+            code of a two-kernel sequence. On solar CKS's path runs through ``CW(RQ, C)``
+            (its 14th fit, more than 100 nats above any stationary model), and the PROLAS
+            seeds that never met a window with ``RQ`` outside it stayed among stationary
+            models (``benchmarks/results/nine_series_goals/``). Off by default: a candidate
+            (``benchmarks/results/long_change_rules/``), not decided.
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
@@ -302,6 +312,7 @@ class LatentBOConfig:
     long_opening: bool = False
     long_n_init: int = 0
     long_draws: int = 5
+    long_change_rules: bool = False
 
     @classmethod
     def from_overrides(cls, items: list[str]) -> LatentBOConfig:
@@ -328,8 +339,9 @@ class LatentBOConfig:
         (and ``cost_power``), records from before drop edits lack ``drop_edits`` and
         ``drops_first``, records from before the greedy opening lack ``short_opening``
         (and ``short_n_init``), records from before ``long_opening`` (and
-        ``long_n_init``) opened only short series, and records from before
-        ``long_draws`` drew nothing from the grammar in their design."""
+        ``long_n_init``) opened only short series, records from before
+        ``long_draws`` drew nothing from the grammar in their design, and records from
+        before ``long_change_rules`` had no change rules in it."""
         values = {
             "base_kernels": False,
             "pool_window": 1,
@@ -348,6 +360,7 @@ class LatentBOConfig:
             "long_opening": False,
             "long_n_init": 0,
             "long_draws": 0,
+            "long_change_rules": False,
             **options,
         }
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -483,6 +496,8 @@ class _LatentSearch:
             "incumbent_steps": 0,
             "opening": 0,  # evaluations of the greedy opening (short_opening)
             "design_draws": 0,  # evaluations of the design's grammar draws (long_draws)
+            # evaluations of the best base kernel's change rules (long_change_rules)
+            "design_change_rules": 0,
             "free_points": 0,
             "known_proposals": 0,
             "alternates": 0,
@@ -637,6 +652,10 @@ class _LatentSearch:
                 # extra to n_init: the patience window starts after them too
                 self.stats["opening"] = self.evaluate(self.opening_points(k))
                 n = min(n, self.ev.remaining)
+            if self.long and self.opt.long_change_rules:
+                k = min(4, self.ev.remaining)  # extra to n_init, as the opening
+                self.stats["design_change_rules"] = self.evaluate(self.change_rule_points(k))
+                n = min(n, self.ev.remaining)
         if self.opt.warm_start and n > 0:
             picked = self.warm_start_points(min(self.opt.warm_start, n))
             self.evaluate(picked)
@@ -672,18 +691,10 @@ class _LatentSearch:
         (expansions without one, or that the grammar cannot emit, are skipped)."""
         grammar = self.vae.grammar
         bases = [b for b in STANDARD_BASE_KERNELS if b in grammar.emitted_kernels]
-        scored = [(r.bic, b) for b in bases if (r := self.ev.lookup(b)) is not None and r.ok]
-        if not scored or k <= 0:
+        best = self.best_base_kernel()
+        if best is None or k <= 0:
             return []
-        best = max(scored)[1]
-        two_kernels = two_kernel_sequences(grammar)
-        picked: list[tuple[tuple[str, ...], Expression]] = []
-        for e in expand(parse(best), bases, change=grammar.has_change):
-            q = two_kernels.get(str(e))
-            if q is not None and not self.ev.seen(e):
-                picked.append((q, sequence_expression(q)))
-            if len(picked) == k:
-                break
+        picked = self.two_kernel_points(expand(parse(best), bases, change=grammar.has_change), k)
         if picked:
             why = (
                 f"a series of fewer than {SHORT_SERIES_POINTS} points"
@@ -693,6 +704,40 @@ class _LatentSearch:
             self.log(
                 f"greedy opening: {len(picked)} of CKS's second-level moves around {best} ({why})"
             )
+        return self.encoded(picked)
+
+    def best_base_kernel(self) -> str | None:
+        """The best evaluated base kernel of CKS's set the grammar emits (None if none
+        was fitted)."""
+        bases = [b for b in STANDARD_BASE_KERNELS if b in self.vae.grammar.emitted_kernels]
+        scored = [(r.bic, b) for b in bases if (r := self.ev.lookup(b)) is not None and r.ok]
+        return max(scored)[1] if scored else None
+
+    def two_kernel_points(
+        self, moves: list[Expression], k: int
+    ) -> list[tuple[tuple[str, ...], Expression]]:
+        """Up to ``k`` of ``moves`` not evaluated yet, in their order, each with a
+        two-kernel sequence that decodes to it (moves without one are skipped)."""
+        two_kernels = two_kernel_sequences(self.vae.grammar)
+        picked: list[tuple[tuple[str, ...], Expression]] = []
+        for e in moves:
+            if len(picked) == k:
+                break
+            q = two_kernels.get(str(e))
+            if q is not None and not self.ev.seen(e):
+                picked.append((q, sequence_expression(q)))
+        return picked
+
+    def change_rule_points(self, k: int) -> Points:
+        """Up to ``k`` new change rules of the best base kernel
+        (:func:`prolas.search.greedy.change_rules`), in CKS's order, each at the latent
+        code of its two-kernel sequence; none in a grammar without change operators."""
+        best = self.best_base_kernel()
+        if best is None or k <= 0 or not self.vae.grammar.has_change:
+            return []
+        picked = self.two_kernel_points(change_rules(parse(best)), k)
+        if picked:
+            self.log(f"design: {len(picked)} change rules of {best} (long_change_rules)")
         return self.encoded(picked)
 
     def warm_start_points(self, k: int) -> Points:

@@ -251,3 +251,32 @@ def test_long_draws_add_grammar_draws_to_a_long_series_design(trained) -> None:
     with pytest.raises(ProlasError, match="long_draws"):
         LatentBOConfig(long_draws=-1)
     assert LatentBOConfig.from_record({}).long_draws == 0
+
+
+def test_long_change_rules_put_the_best_base_kernels_change_rules_after_it(trained) -> None:
+    n_base = len(trained.grammar.emitted_kernels)
+    lines: list[str] = []
+    ruled = _run(
+        trained, SHORT_SERIES_POINTS, 11, budget=30, log=lines.append, long_change_rules=True
+    )
+    plain = _run(trained, SHORT_SERIES_POINTS, 11, budget=30)
+    names = [e.expression for e in ruled.history]
+    plain_names = [e.expression for e in plain.history]
+    # the base kernels, then CKS's four change rules of the best of them (SE), in CKS's
+    # order, each decoded from its two-kernel sequence; the planted window among them
+    assert names[:n_base] == plain_names[:n_base]
+    assert names[n_base : n_base + 4] == ["CP(SE, SE)", "CW(SE, SE)", PLANTED, "CW(C, SE)"]
+    assert ruled.extra["design_change_rules"] == 4 and plain.extra["design_change_rules"] == 0
+    assert "design: 4 change rules of SE (long_change_rules)" in lines
+    # extra to the design: the warm start that follows is the default's
+    warm = LatentBOConfig().warm_start
+    assert names[n_base + 4 : n_base + 4 + warm] == plain_names[n_base : n_base + warm]
+    assert ruled.evaluations == 30
+    # a short series's search and a search without data are unchanged
+    for n in (60, None):
+        on = _run(trained, n, 11, budget=30, long_change_rules=True)
+        off = _run(trained, n, 11, budget=30)
+        assert [e.expression for e in on.history] == [e.expression for e in off.history]
+        assert on.extra["design_change_rules"] == 0
+    assert LatentBOConfig.from_record({}).long_change_rules is False
+    assert LatentBOConfig().long_change_rules is False  # a candidate, not the default
