@@ -652,9 +652,9 @@ class _LatentSearch:
                 # extra to n_init: the patience window starts after them too
                 self.stats["opening"] = self.evaluate(self.opening_points(k))
                 n = min(n, self.ev.remaining)
-            if self.long and self.opt.long_change_rules:
-                k = min(4, self.ev.remaining)  # extra to n_init, as the opening
-                self.stats["design_change_rules"] = self.evaluate(self.change_rule_points(k))
+            if self.long and self.opt.long_change_rules:  # extra to n_init, as the opening
+                rules = self.change_rule_points(self.ev.remaining)
+                self.stats["design_change_rules"] = self.evaluate(rules)
                 n = min(n, self.ev.remaining)
         if self.opt.warm_start and n > 0:
             picked = self.warm_start_points(min(self.opt.warm_start, n))
