@@ -250,8 +250,10 @@ class LatentBOConfig:
             code of a two-kernel sequence. On solar CKS's path runs through ``CW(RQ, C)``
             (its 14th fit, more than 100 nats above any stationary model), and the PROLAS
             seeds that never met a window with ``RQ`` outside it stayed among stationary
-            models (``benchmarks/results/nine_series_goals/``). Off by default: a candidate
-            (``benchmarks/results/long_change_rules/``), not decided.
+            models (``benchmarks/results/nine_series_goals/``). Off: not adopted
+            (``benchmarks/results/long_change_rules/``: on call-centre and sulphuric at
+            fit seeds 0-2, lower than the default at CKS's wall time on 36 of 60 paired
+            searches and higher on 18, sulphuric below CKS's level at fit seed 0).
         surrogate: ``ot`` (GP on the decoded expression, default) or ``latent`` (GP on
             the latent point, Algorithm 2 as published).
         num_restarts, raw_samples: ``optimize_acqf`` multi-start settings (``latent``).
