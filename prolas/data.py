@@ -34,6 +34,7 @@ values; x is rescaled inside the fit, ``t = (x - x0) / span``.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -54,6 +55,7 @@ __all__ = [
     "load_csv",
     "extrapolation_split",
     "decimal_years_to_timestamps",
+    "parse_dates",
     "timestamps_to_decimal_years",
     "MIN_POINTS",
     "MAX_MAGNITUDE",
@@ -363,18 +365,87 @@ class Dataset:
         }
 
 
-def timestamps_to_decimal_years(values: pd.Series) -> np.ndarray:
+def parse_dates(values: pd.Series | Iterable) -> tuple[pd.Series, np.ndarray]:
+    """``(dates, not-a-date mask)`` of a column of dates.
+
+    Each date is its wall-clock date and time: an offset or time zone is dropped, since the
+    calendar the data were kept in is the one to model (daily data across a
+    daylight-saving change stay one day apart). A missing value is ``NaT`` and not flagged;
+    a value that is present but no date is ``NaT`` and flagged. pandas' vectorised parser
+    (one format for the column) is tried first; a column that mixes formats or offsets, or
+    holds a bad value, is parsed value by value, where a plain number is no date
+    (``dateutil`` would read ``"12"`` as the 12th of the current month).
+
+    Returns a ``datetime64[ns]`` Series (the input's index) and a bool array, one per value.
+    """
+    s = values if isinstance(values, pd.Series) else pd.Series(list(values))
+    if isinstance(s.dtype, pd.PeriodDtype):
+        s = s.dt.to_timestamp()
+    no_bad = np.zeros(len(s), dtype=bool)
+    if pd.api.types.is_datetime64_any_dtype(s):
+        return _naive(s), no_bad
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            parsed = pd.to_datetime(s)
+        except (ValueError, TypeError, OverflowError):
+            parsed = None
+    if parsed is not None and pd.api.types.is_datetime64_any_dtype(parsed):
+        return _naive(parsed), no_bad
+    # mixed formats or offsets (pandas gives objects or raises), or a bad value
+    dates = [_wall_clock(v) for v in s]
+    bad = np.array([d is None for d in dates], dtype=bool)
+    out = pd.Series([pd.NaT if d is None else d for d in dates], index=s.index)
+    return out.astype("datetime64[ns]"), bad
+
+
+def _naive(dates: pd.Series) -> pd.Series:
+    """Datetimes as their local wall-clock times, without the zone."""
+    return dates.dt.tz_localize(None) if dates.dt.tz is not None else dates
+
+
+def _wall_clock(value: object) -> pd.Timestamp | None:
+    """One value as a naive Timestamp (its wall-clock time), NaT if missing, None if it
+    is no date."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return pd.NaT
+    if isinstance(value, str | int | float) and re.fullmatch(NUMBER, str(value)):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t = pd.Timestamp(value)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if t is pd.NaT:
+        return pd.NaT
+    return t.tz_localize(None) if t.tzinfo is not None else t
+
+
+def timestamps_to_decimal_years(values: pd.Series | Iterable) -> np.ndarray:
     """Datetimes -> decimal years: ``Y + (t - Jan 1 of Y) / (Jan 1 of Y+1 - Jan 1 of Y)``
     for a date ``t`` in year ``Y`` (start of year plus the fraction of the year elapsed,
-    with the year's true length, 365 or 366 days). Returns float64, one per value; the
-    inverse is :func:`decimal_years_to_timestamps`."""
-    dt = pd.to_datetime(pd.Series(values))
-    if dt.dt.tz is not None:  # the local wall-clock time: the calendar the data were kept in
-        dt = dt.dt.tz_localize(None)
-    start = pd.to_datetime(dt.dt.year.astype(str) + "-01-01")
-    end = pd.to_datetime((dt.dt.year + 1).astype(str) + "-01-01")
-    frac = (dt - start) / (end - start)
-    return (dt.dt.year + frac).to_numpy(dtype=np.float64)
+    with the year's true length, 365 or 366 days). Returns float64, one per value, NaN
+    for a missing date; the inverse is :func:`decimal_years_to_timestamps`. Text is read
+    by :func:`parse_dates` (wall-clock times).
+
+    Raises:
+        DataError: a value that is no date.
+    """
+    dates, bad = parse_dates(values)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DataError(f"not a date: {pd.Series(values).iloc[i]!r} (value {i + 1})")
+    t = dates.to_numpy(dtype="datetime64[ns]")
+    valid = ~np.isnat(t)
+    years = t.astype("datetime64[Y]")
+    start = years.astype("datetime64[ns]")
+    end = (years + 1).astype("datetime64[ns]")
+    out = np.full(t.shape, np.nan)
+    with np.errstate(invalid="ignore"):
+        frac = (t[valid] - start[valid]) / (end[valid] - start[valid])
+    out[valid] = years[valid].astype(np.int64) + 1970 + frac
+    return out
 
 
 def decimal_years_to_timestamps(
@@ -420,10 +491,20 @@ def _as_numeric(
     s = df[col]
     if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
         return s.to_numpy(dtype=np.float64, na_value=np.nan), False
-    if isinstance(s.dtype, pd.PeriodDtype):
-        s = s.dt.to_timestamp()
-    if pd.api.types.is_datetime64_any_dtype(s) or _looks_like_dates(s):
-        return timestamps_to_decimal_years(s), True
+    if (
+        isinstance(s.dtype, pd.PeriodDtype)
+        or pd.api.types.is_datetime64_any_dtype(s)
+        or _looks_like_dates(s)
+    ):
+        dates, bad = parse_dates(s)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            where = rows.at(np.arange(len(s)) == i)
+            raise DataError(
+                f"{path}: column {col!r} holds dates but one value is not a date "
+                f"({where}: {s.iloc[i]!r})"
+            )
+        return timestamps_to_decimal_years(dates), True
     values, bad = parse_numbers(s)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -504,10 +585,8 @@ def _looks_like_dates(s: pd.Series) -> bool:
     # match "2001-07-02", so spell the number out)
     if sample.empty or sample.str.fullmatch(NUMBER).all():
         return False
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        parsed = pd.to_datetime(sample, errors="coerce")
-    return bool(parsed.notna().all())
+    _, bad = parse_dates(sample)
+    return not bad.any()
 
 
 def load_csv(

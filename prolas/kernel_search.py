@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from prolas.data import Dataset, as_dataset, timestamps_to_decimal_years
-from prolas.errors import ProlasError
+from prolas.errors import DataError, ProlasError
 from prolas.fitjob import ForecastSettings, Outputs, no_model_error, searched_indices
 from prolas.limits import (
     DEFAULT_FORECAST,
@@ -398,7 +398,7 @@ class KernelSearch:
             )
         try:
             return timestamps_to_decimal_years(values)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, DataError) as exc:
             raise ProlasError(f"x: not dates ({str(exc).splitlines()[0]})") from None
 
     def _forecast(

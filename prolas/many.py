@@ -48,6 +48,7 @@ from prolas.data import (
     Dataset,
     check_unique_columns,
     header_names,
+    parse_dates,
     parse_numbers,
     timestamps_to_decimal_years,
 )
@@ -190,12 +191,10 @@ def _as_dates(values: pd.Series) -> np.ndarray | None:
     text = values.dropna().astype(str)
     if text.empty or text.str.fullmatch(NUMBER).all():  # plain numbers are no dates
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        parsed = pd.to_datetime(values, errors="coerce")
-    if parsed.notna().sum() != values.notna().sum():
+    dates, bad = parse_dates(values)
+    if bad.any():
         return None
-    return timestamps_to_decimal_years(parsed)
+    return timestamps_to_decimal_years(dates)
 
 
 def _pick_columns(

@@ -213,6 +213,45 @@ def test_datetime_column_with_times(tmp_path):
     np.testing.assert_allclose(np.diff(ds.x), 1 / 366)  # 2020 is a leap year
 
 
+def test_dates_with_mixed_utc_offsets_are_their_wall_clock_times(tmp_path):
+    # daily data across a daylight-saving change: the offset changes, the day does not
+    days = [f"2020-03-{d}T00:00:00+0{1 if d < 29 else 2}:00" for d in range(24, 32)]
+    text = "when,v\n" + "".join(f"{s},{i % 3}\n" for i, s in enumerate(days))
+    ds = load_csv(write(tmp_path, text))
+    assert ds.x_is_date
+    np.testing.assert_allclose(np.diff(ds.x), 1 / 366)
+    assert ds.x_dates[0] == pd.Timestamp("2020-03-24")
+
+
+def test_dates_with_and_without_an_offset_in_one_column(tmp_path):
+    days = [f"2021-05-0{d}T06:00:00{'+01:00' if d < 4 else ''}" for d in range(1, 9)]
+    text = "when,v\n" + "".join(f"{s},{i % 3}\n" for i, s in enumerate(days))
+    ds = load_csv(write(tmp_path, text))
+    np.testing.assert_allclose(np.diff(ds.x), 1 / 365)
+
+
+@pytest.mark.parametrize("value", ["2020-13-45", "hello", "12"])
+def test_a_bad_value_among_dates_is_named_with_its_line(tmp_path, value):
+    # the bad value sits after the first 20 rows, which decide that the column holds dates
+    days = [str(d.date()) for d in pd.date_range("2020-01-01", periods=40)]
+    days[30] = value
+    text = "date,v\n" + "".join(f"{d},{i % 5}\n" for i, d in enumerate(days))
+    with pytest.raises(DataError, match=f"not a date \\(CSV line 32: '{value}'\\)"):
+        load_csv(write(tmp_path, text))
+
+
+def test_a_missing_date_is_a_missing_value_that_dropna_drops(tmp_path):
+    days = [str(d.date()) for d in pd.date_range("2020-01-01", periods=40)]
+    days[30] = ""
+    text = "date,v\n" + "".join(f"{d},{i % 5}\n" for i, d in enumerate(days))
+    path = write(tmp_path, text)
+    with pytest.raises(DataError, match="column 'date' has 1 NaN.*CSV line 32"):
+        load_csv(path)
+    with pytest.warns(UserWarning):
+        ds = load_csv(path, dropna=True)
+    assert ds.n == 39 and ds.x_is_date
+
+
 # --- standardisation, split, duplicates ----------------------------------------------------
 
 

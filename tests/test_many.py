@@ -104,6 +104,18 @@ def test_short_series_dates_and_frames(tmp_path) -> None:
     assert ok.folder != short.folder and all("/" not in s.folder for s in (ok, short))
 
 
+def test_dates_with_mixed_utc_offsets_are_read_as_wall_clock_times(tmp_path) -> None:
+    # daily data across a daylight-saving change: the offset changes, the day does not
+    days = [f"2020-03-{d:02d}T00:00:00+0{1 if d < 29 else 2}:00" for d in range(20, 32)]
+    path = tmp_path / "long.csv"
+    pd.DataFrame({"id": ["a"] * 12, "day": days, "y": np.sin(np.arange(12.0))}).to_csv(
+        path, index=False
+    )
+    (a,) = read_long(path, "id")
+    assert a.error is None and a.train.x_is_date
+    np.testing.assert_allclose(np.diff(a.train.x), 1 / 366)
+
+
 def test_file_level_problems_are_one_line_errors(tmp_path) -> None:
     path = tmp_path / "long.csv"
     long_frame().to_csv(path, index=False)
