@@ -384,12 +384,16 @@ def parse_dates(values: pd.Series | Iterable) -> tuple[pd.Series, np.ndarray]:
     no_bad = np.zeros(len(s), dtype=bool)
     if pd.api.types.is_datetime64_any_dtype(s):
         return _naive(s), no_bad
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            parsed = pd.to_datetime(s)
-        except (ValueError, TypeError, OverflowError):
-            parsed = None
+    text = s.dropna().astype(str)
+    numerals = text.str.fullmatch(NUMBER) | text.str.fullmatch(THOUSANDS)
+    parsed = None
+    if not numerals.any():  # else the value-by-value parse flags them
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                parsed = pd.to_datetime(s)
+            except (ValueError, TypeError, OverflowError):
+                pass
     if parsed is not None and pd.api.types.is_datetime64_any_dtype(parsed):
         return _naive(parsed), no_bad
     # mixed formats or offsets (pandas gives objects or raises), or a bad value
@@ -409,12 +413,15 @@ def _wall_clock(value: object) -> pd.Timestamp | None:
     is no date."""
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return pd.NaT
-    if isinstance(value, str | int | float) and re.fullmatch(NUMBER, str(value)):
+    text = str(value)
+    if isinstance(value, str | int | float) and (
+        re.fullmatch(NUMBER, text) or re.fullmatch(THOUSANDS, text)
+    ):
         return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            t = pd.Timestamp(value)
+            t = pd.Timestamp(value).as_unit("ns")  # outside 1677-2262: no date here
     except (ValueError, TypeError, OverflowError):
         return None
     if t is pd.NaT:
@@ -509,13 +516,28 @@ def _as_numeric(
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         where = rows.at(np.arange(len(s)) == i)
-        raise DataError(f"{path}: column {col!r} is not numeric ({where}: {s.iloc[i]!r})")
+        raise DataError(f"{path}: {not_numeric(col, where, s.iloc[i])}")
     return values, False
 
 
 #: A plain decimal numeral (no thousands separators, no ``inf``/``nan`` words; spelled out:
 #: a class like ``[\d.eE+-]+`` also matches 2001-07-02).
 NUMBER = r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
+
+#: A numeral with thousands separators (``5,841.5``): not read as a number (``1,234`` may be
+#: 1.234 in a file with decimal commas), and never a date (``dateutil`` reads it as one).
+THOUSANDS = r"\s*[-+]?\d{1,3}(?:,\d{3})+(?:\.\d*)?\s*"
+
+
+def not_numeric(col: str, where: str, value: object) -> str:
+    """The message for a value of a numeric column that is no number, with a hint for a
+    numeral with thousands separators."""
+    hint = (
+        "; remove the thousands separators"
+        if isinstance(value, str) and re.fullmatch(THOUSANDS, value)
+        else ""
+    )
+    return f"column {col!r} is not numeric ({where}: {value!r}{hint})"
 
 
 def parse_numbers(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:

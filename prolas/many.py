@@ -48,6 +48,7 @@ from prolas.data import (
     Dataset,
     check_unique_columns,
     header_names,
+    not_numeric,
     parse_dates,
     parse_numbers,
     timestamps_to_decimal_years,
@@ -332,8 +333,7 @@ def _one_series(
         if bad.any():
             first = int(np.flatnonzero(bad)[0])
             return failed(
-                f"{path}: column {col!r} is not numeric (CSV line {first + 2}: "
-                f"{raw[col].iloc[first]!r})"
+                f"{path}: {not_numeric(col, f'CSV line {first + 2}', raw[col].iloc[first])}"
             )
     if (bad_role & mask).any():
         first = int(np.flatnonzero(bad_role & mask)[0])

@@ -240,6 +240,15 @@ def test_a_bad_value_among_dates_is_named_with_its_line(tmp_path, value):
         load_csv(write(tmp_path, text))
 
 
+def test_numbers_with_thousands_separators_are_no_dates_and_named(tmp_path):
+    # dateutil reads "5,841.5" as a date in the year 327 (and "2,013.5" in 2013)
+    text = "x,y\n" + "".join(f'{i},"{5000 + 900 * np.sin(i):,.1f}"\n' for i in range(30))
+    with pytest.raises(
+        DataError, match=r"column 'y' is not numeric \(CSV line 2: '5,000.0'; remove the thousands"
+    ):
+        load_csv(write(tmp_path, text))
+
+
 def test_a_missing_date_is_a_missing_value_that_dropna_drops(tmp_path):
     days = [str(d.date()) for d in pd.date_range("2020-01-01", periods=40)]
     days[30] = ""

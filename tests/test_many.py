@@ -116,6 +116,16 @@ def test_dates_with_mixed_utc_offsets_are_read_as_wall_clock_times(tmp_path) -> 
     np.testing.assert_allclose(np.diff(a.train.x), 1 / 366)
 
 
+def test_a_series_with_thousands_separators_is_reported_not_fatal(tmp_path) -> None:
+    y = 5000 + 900 * np.sin(np.arange(12.0))
+    path = tmp_path / "long.csv"
+    rows = [f'a,{i},"{v:,.1f}"' for i, v in enumerate(y)] + [f"b,{i},{v}" for i, v in enumerate(y)]
+    path.write_text("id,x,y\n" + "\n".join(rows) + "\n")
+    a, b = read_long(path, "id")
+    assert "column 'y' is not numeric (CSV line 2: '5,000.0'; remove the thousands" in a.error
+    assert b.error is None and b.train.n == 12
+
+
 def test_file_level_problems_are_one_line_errors(tmp_path) -> None:
     path = tmp_path / "long.csv"
     long_frame().to_csv(path, index=False)
