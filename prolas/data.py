@@ -439,10 +439,11 @@ def timestamps_to_decimal_years(values: pd.Series | Iterable) -> np.ndarray:
     Raises:
         DataError: a value that is no date.
     """
-    dates, bad = parse_dates(values)
+    s = values if isinstance(values, pd.Series) else pd.Series(list(values))  # read once
+    dates, bad = parse_dates(s)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise DataError(f"not a date: {pd.Series(values).iloc[i]!r} (value {i + 1})")
+        raise DataError(f"not a date: {s.iloc[i]!r} (value {i + 1})")
     t = dates.to_numpy(dtype="datetime64[ns]")
     valid = ~np.isnat(t)
     years = t.astype("datetime64[Y]")

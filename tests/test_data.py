@@ -316,3 +316,13 @@ def test_spaced_indices_are_even_and_keep_both_ends(n: int, m: int) -> None:
     assert np.all(np.diff(idx) > 0)  # sorted, no repeats
     gaps = np.diff(idx)
     assert gaps.max() - gaps.min() <= 1  # as even as integer positions allow
+
+
+def test_decimal_years_read_an_iterable_once_and_name_a_bad_value():
+    from prolas.data import timestamps_to_decimal_years
+
+    np.testing.assert_array_equal(
+        timestamps_to_decimal_years(d for d in ["2020-01-01", "2021-01-01"]), [2020.0, 2021.0]
+    )
+    with pytest.raises(DataError, match=r"not a date: 'soon' \(value 2\)"):
+        timestamps_to_decimal_years(d for d in ["2020-01-01", "soon"])
