@@ -327,6 +327,16 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dropna", action="store_true", help="drop rows with NaN/inf instead of failing"
     )
+    _add_decimal_arg(p)
+
+
+def _add_decimal_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--decimal",
+        choices=(".", ","),
+        help="the numbers' decimal mark (default: read from the file; say it when every "
+        "number leaves it open, e.g. 10.283 in a ';'- or tab-separated file)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -475,6 +485,7 @@ def _add_fit_many_parser(sub) -> None:
     fm.add_argument(
         "--dropna", action="store_true", help="drop rows with NaN/inf instead of failing the series"
     )
+    _add_decimal_arg(fm)
     fm.add_argument("--out", help="output directory (default: prolas-out/<data name>)")
     fm.add_argument(
         "--workers",
@@ -573,7 +584,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from prolas.bench.compare import run_compare
     from prolas.data import load_csv
 
-    dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna)
+    dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna, decimal=args.decimal)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     from prolas.output_lock import hold_output_dir
@@ -609,7 +620,15 @@ def cmd_fit_many(args: argparse.Namespace) -> int:
     if args.horizon is None:
         forecast = dataclasses.replace(forecast, horizon=None)
     settings = ManySettings(_search_config(args), forecast, args.season_length)
-    series = read_long(args.data, args.id, x=args.x, y=args.y, split=args.split, dropna=args.dropna)
+    series = read_long(
+        args.data,
+        args.id,
+        x=args.x,
+        y=args.y,
+        split=args.split,
+        dropna=args.dropna,
+        decimal=args.decimal,
+    )
     out = Path(args.out) if args.out else Path("prolas-out") / Path(args.data).stem
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     workers = min(args.workers or available_cores(), len(series))
@@ -690,7 +709,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from prolas.output_lock import claim_output_dir
 
     _forecast_settings(args)  # before anything is read or written
-    dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna)
+    dataset = load_csv(args.data, args.x, args.y, dropna=args.dropna, decimal=args.decimal)
     test_ds = None
     if args.test:
         test_ds = load_csv(
@@ -698,6 +717,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
             dataset.x_column if dataset.x_column != "index" else None,
             dataset.y_column,
             dropna=args.dropna,
+            decimal=args.decimal,
         )
     ks = _kernel_search(args)
     # after every check of the arguments: a rejected command leaves no output directory

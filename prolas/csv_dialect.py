@@ -50,6 +50,11 @@ refused as ambiguous; otherwise the decimal mark is ``.``. Every cell of the fil
 counts, so a thousands separator ``.`` is never applied to a file holding a decimal
 point further down (the CSV reader would read ``1.5`` as 15).
 
+The user can say which (``decimal``, ``prolas fit --decimal``): a file whose numbers all
+have three digits after their one mark (``10.283``, or ``12.500`` for 12.5) is then read,
+and a cell that contradicts the given mark is refused, never read another way. A
+comma-separated file has decimal points; ``decimal=","`` is refused there.
+
 >>> sniff_dialect("date;sales\\n2020-01-01;1,5\\n2020-02-01;2,25\\n", "d.csv")
 CsvDialect(delimiter=';', decimal=',', thousands=None, trailing_separator=False)
 """
@@ -69,10 +74,13 @@ from pathlib import Path
 
 from prolas.errors import DataError
 
-__all__ = ["CsvDialect", "DELIMITERS", "read_text", "sniff_dialect"]
+__all__ = ["CsvDialect", "DECIMAL_MARKS", "DELIMITERS", "read_text", "sniff_dialect"]
 
 #: Column separators a file may use, in order of preference.
 DELIMITERS = (",", ";", "\t", "|")
+
+#: Decimal marks a user may give (None: read from the numbers).
+DECIMAL_MARKS = (None, ".", ",")
 
 #: Lines the separator is decided on (the number format is read from every line).
 SNIFF_LINES = 1000
@@ -222,7 +230,7 @@ def _head(text: str, lines: int) -> str:
     return text[:end]
 
 
-def sniff_dialect(text: str, source: str) -> CsvDialect:
+def sniff_dialect(text: str, source: str, decimal: str | None = None) -> CsvDialect:
     """The dialect of a CSV text (module docstring: the rules).
 
     The separator is decided on the first :data:`SNIFF_LINES` lines (a later malformed
@@ -231,28 +239,38 @@ def sniff_dialect(text: str, source: str) -> CsvDialect:
     Args:
         text: the whole file.
         source: the file's name for messages.
+        decimal: the decimal mark, ``"."`` or ``","``, when the user knows it; None
+            (default) reads it from the numbers.
 
     Raises:
         DataError: a one-line message when the separator or the decimal mark cannot be
-            told, or the header does not name the rows' columns.
+            told, a number contradicts the given ``decimal``, or the header does not
+            name the rows' columns.
     """
+    if decimal not in DECIMAL_MARKS:
+        raise DataError(f"the decimal mark must be '.' or ',', not {decimal!r}")
     head = _head(text, SNIFF_LINES)
     try:
         splits = {d: _split(head, d) for d in DELIMITERS}
     except csv.Error:  # e.g. NUL bytes: left to the CSV reader's own error
         return CsvDialect()
     if len(splits[","].records) < 2:  # empty or header only: nothing to sniff
-        return CsvDialect()
+        return CsvDialect(decimal=decimal or ".")
     fitting = [s for s in splits.values() if s.fits()]
     if len(fitting) > 1:
         fitting = _cleanest(fitting, source)
     chosen = fitting[0] if fitting else _without_fit(splits, source)
     if chosen is None:
-        return _single_column(text, splits, source)
+        return _single_column(text, splits, source, decimal)
     if chosen.delimiter == ",":
+        if decimal == ",":  # an unquoted decimal comma would split its column
+            raise DataError(
+                f"{source}: the columns are separated by ',', so its numbers have decimal "
+                "points; --decimal ',' is for files separated by ';', tab or '|'"
+            )
         return CsvDialect(trailing_separator=chosen.trailing_separator)
-    decimal, thousands = _number_format(text, chosen.delimiter, source)
-    return CsvDialect(chosen.delimiter, decimal, thousands, chosen.trailing_separator)
+    mark, thousands = _number_format(text, chosen.delimiter, source, decimal)
+    return CsvDialect(chosen.delimiter, mark, thousands, chosen.trailing_separator)
 
 
 def _number_kind(cell: str) -> str | None:
@@ -316,20 +334,24 @@ def _without_fit(splits: dict[str, _Split], source: str) -> _Split | None:
     return chosen
 
 
-def _single_column(text: str, splits: dict[str, _Split], source: str) -> CsvDialect:
+def _single_column(
+    text: str, splits: dict[str, _Split], source: str, decimal: str | None
+) -> CsvDialect:
     """The header is one field under every separator. Rows of one field are a single
     column; rows that only a comma splits, each a number (``1,5``), are one column of
     numbers with a decimal comma; any other split rows are refused."""
     split_rows = {d: [c for c in s.row_fields if c > 1] for d, s in splits.items()}
     if not any(split_rows.values()):
         ends = [s.delimiter for s in splits.values() if s.trailing_separator]
-        return CsvDialect(ends[0], trailing_separator=True) if ends else CsvDialect()
+        if ends:
+            return CsvDialect(ends[0], decimal or ".", trailing_separator=True)
+        return CsvDialect(decimal=decimal or ".")
     if not any(split_rows[d] for d in DELIMITERS[1:]):
         comma = splits[","]
         lines = [_text_of(comma, i).strip() for i in range(1, len(comma.records))]
         if all(_number_kind(line) is not None for line in lines if "," in line):
-            decimal, thousands = _number_format(text, None, source)
-            return CsvDialect(";", decimal, thousands)  # no ';' in the rows: one column
+            mark, thousands = _number_format(text, None, source, decimal)
+            return CsvDialect(";", mark, thousands)  # no ';' in the rows: one column
     # name the separator that splits the most rows
     rows = splits[max(DELIMITERS[::-1], key=lambda d: len(split_rows[d]))]
     i = next(i for i, c in enumerate(rows.row_fields, start=1) if c > 1)
@@ -368,23 +390,35 @@ def _first_cells(text: str, delimiter: str | None) -> dict[str, tuple[str, int]]
     return first
 
 
-def _number_format(text: str, delimiter: str | None, source: str) -> tuple[str, str | None]:
+def _number_format(
+    text: str, delimiter: str | None, source: str, decimal: str | None = None
+) -> tuple[str, str | None]:
     """``(decimal, thousands)`` from the number format of every cell after the header
-    (``delimiter`` None: one cell per line), or refused (module docstring)."""
+    (``delimiter`` None: one cell per line) and the user's ``decimal`` if given, or
+    refused (module docstring)."""
     first = _first_cells(text, delimiter)
     what = f"{_name(delimiter)}-separated" if delimiter else "one-column"
     comma = [first[k] for k in ("comma decimal", "dot thousands") if k in first]
     dot = [first[k] for k in ("dot decimal", "comma thousands") if k in first]
+    if decimal is not None:
+        against = comma if decimal == "." else dot
+        if against:
+            cell, line = against[0]
+            other = "a decimal comma" if decimal == "." else "a decimal point"
+            raise DataError(
+                f"{source}: the decimal mark was given as {decimal!r} but the {what} number "
+                f"{cell!r} (line {line}) is written with {other}"
+            )
+        return decimal, _thousands(decimal, first)
     if comma and dot:
         (c, c_line), (d, d_line) = comma[0], dot[0]
         raise DataError(
             f"{source}: the {what} numbers mix decimal commas ({c!r}, line {c_line}) and "
             f"decimal points ({d!r}, line {d_line}); write every number with one decimal mark"
         )
-    if comma:
-        return ",", ("." if "dot thousands" in first or "dot group" in first else None)
-    if dot:
-        return ".", ("," if "comma thousands" in first or "comma group" in first else None)
+    if comma or dot:
+        mark = "," if comma else "."
+        return mark, _thousands(mark, first)
     for kind, mark in (("comma group", ","), ("dot group", ".")):
         if kind in first:
             cell, line = first[kind]
@@ -392,6 +426,16 @@ def _number_format(text: str, delimiter: str | None, source: str) -> tuple[str, 
             raise DataError(
                 f"{source}: the {what} number {cell!r} (line {line}) may be {fraction:g} "
                 f"(decimal {mark!r}) or {whole} (thousands {mark!r}) and no other number tells "
-                "which; write the numbers with a decimal point and no thousands separator"
+                "which; say which with --decimal (decimal= in Python), or write the numbers "
+                "with a decimal point and no thousands separator"
             )
     return ".", None
+
+
+def _thousands(decimal: str, first: dict[str, tuple[str, int]]) -> str | None:
+    """The thousands separator that goes with ``decimal``: the other mark, if any cell
+    groups thousands with it (``1.234,5`` or a single group ``1.500`` under a decimal
+    comma), else None."""
+    other = "." if decimal == "," else ","
+    word = "dot" if other == "." else "comma"
+    return other if f"{word} thousands" in first or f"{word} group" in first else None

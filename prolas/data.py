@@ -619,6 +619,7 @@ def load_csv(
     *,
     dropna: bool = False,
     name: str | None = None,
+    decimal: str | None = None,
 ) -> Dataset:
     """Load a CSV file into a :class:`Dataset`.
 
@@ -636,33 +637,58 @@ def load_csv(
             naming it and its first bad CSV line, never a switch to another column.
         dropna: drop rows whose x or y is NaN/inf (reported with a warning) instead
             of failing.
+        decimal: the decimal mark, ``"."`` or ``","``, for a file whose numbers leave it
+            open (``10.283`` in a ``;``-separated file: 10.283 or 10283?); default: read
+            from the numbers.
 
     Raises:
         DataError: missing/unreadable file, a separator or decimal mark that cannot be
-            told, a header that does not name the rows' columns or names one twice,
-            absent column (lists those present), no numeric column, a chosen column
-            that is not numeric, NaN/inf values (a numeral beyond float64, ``1e400``,
-            is inf), values beyond :data:`MAX_MAGNITUDE`, fewer than 5 points, constant y.
+            told, a number that contradicts ``decimal``, a header that does not name the
+            rows' columns or names one twice, absent column (lists those present), no
+            numeric column, a chosen column that is not numeric, NaN/inf values (a
+            numeral beyond float64, ``1e400``, is inf), values beyond
+            :data:`MAX_MAGNITUDE`, fewer than 5 points, constant y.
     """
     p = Path(path)
     if not p.exists():
         raise DataError(f"{p}: file not found")
     if p.is_dir():
         raise DataError(f"{p}: is a directory, expected a CSV file")
-    text = read_text(p)
-    dialect = sniff_dialect(text, str(p))
-    try:
-        df = pd.read_csv(p, **dialect.read_csv_options())
-        check_unique_columns(header_names(p, **dialect.read_csv_options()), str(p))
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"{p}: cannot read as CSV ({msg})") from None
+    df = read_csv_table(p, decimal=decimal)
     if df.empty or df.shape[1] == 0:
         raise DataError(f"{p}: no data rows")
-    df.columns = [str(c).strip() for c in df.columns]
     return _frame_dataset(
         df, x, y, dropna=dropna, name=name or p.stem, path=str(path), where=str(p), rows=CSV_ROWS
     )
+
+
+def read_csv_table(
+    path: Path, *, decimal: str | None = None, text_columns: Iterable[str] = ()
+) -> pd.DataFrame:
+    """The table of a CSV file, read the way the file is written: its separator, decimal
+    mark and thousands separator (:func:`~prolas.csv_dialect.sniff_dialect`; ``decimal``
+    when the user gives it), numbers correctly rounded, column names stripped. Columns
+    named in ``text_columns`` are read as text (a series id ``007`` stays ``007``).
+    Shared by :func:`load_csv` and the long-format reader of ``prolas fit-many``.
+
+    Raises:
+        DataError: an unreadable file or bytes that are not UTF-8, a separator or decimal
+            mark that cannot be told, a malformed file, a column named twice.
+    """
+    text = read_text(path)
+    options = sniff_dialect(text, str(path), decimal).read_csv_options()
+    try:
+        dtype = None
+        if wanted := set(text_columns):
+            header = pd.read_csv(path, nrows=0, **options)
+            dtype = {c: str for c in header.columns if str(c).strip() in wanted} or None
+        df = pd.read_csv(path, dtype=dtype, **options)
+        check_unique_columns(header_names(path, **options), str(path))
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{path}: cannot read as CSV ({msg})") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    return df
 
 
 def _frame_dataset(

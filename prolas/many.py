@@ -47,10 +47,10 @@ from prolas.data import (
     NUMBER,
     Dataset,
     check_unique_columns,
-    header_names,
     not_numeric,
     parse_dates,
     parse_numbers,
+    read_csv_table,
     timestamps_to_decimal_years,
 )
 from prolas.errors import DataError, OutputExistsError, ProlasError
@@ -246,13 +246,16 @@ def read_long(
     y: str | None = None,
     split: str | None = None,
     dropna: bool = False,
+    decimal: str | None = None,
 ) -> list[LongSeries]:
     """The series of a long-format CSV file (or DataFrame), in order of first appearance.
 
-    Column choice and validation as in the module docstring. A problem with the file
-    (missing, unreadable, an absent column, rows without an id) is a one-line
-    :class:`DataError`; a problem with one series' values is that series' ``error``.
-    With ``dropna`` rows whose x or y is NaN/inf are dropped instead.
+    The file is read as :func:`~prolas.data.load_csv` reads one (separator, decimal mark
+    and thousands separator from the file, ``decimal`` when given). Column choice and
+    validation as in the module docstring. A problem with the file (missing, unreadable,
+    an absent column, rows without an id) is a one-line :class:`DataError`; a problem
+    with one series' values is that series' ``error``. With ``dropna`` rows whose x or y
+    is NaN/inf are dropped instead.
     """
     if isinstance(source, pd.DataFrame):
         df, where = source.reset_index(drop=True), "<data frame>"
@@ -262,13 +265,7 @@ def read_long(
         where = str(p)
         if not p.is_file():
             raise DataError(f"{p}: file not found" if not p.exists() else f"{p}: not a file")
-        try:
-            header = pd.read_csv(p, nrows=0)
-            dtype = {id_column: str} if id_column in header.columns else None
-            df = pd.read_csv(p, dtype=dtype, keep_default_na=True, float_precision="round_trip")
-            check_unique_columns(header_names(p), where)
-        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-            raise DataError(f"{p}: cannot read as CSV ({one_line(exc)})") from None
+        df = read_csv_table(p, decimal=decimal, text_columns=(id_column,))
     df.columns = [str(c).strip() for c in df.columns]
     if df.empty:
         raise DataError(f"{where}: no data rows")
@@ -652,6 +649,7 @@ def fit_many(
     y: str | None = None,
     split: str | None = None,
     dropna: bool = False,
+    decimal: str | None = None,
     season_length: int = 1,
     horizon: int | None = None,
     forecast: str = DEFAULT_FORECAST,
@@ -684,7 +682,7 @@ def fit_many(
         ),
         season_length,
     )
-    series = read_long(source, id_column, x=x, y=y, split=split, dropna=dropna)
+    series = read_long(source, id_column, x=x, y=y, split=split, dropna=dropna, decimal=decimal)
     where = "<data frame>" if isinstance(source, pd.DataFrame) else str(source)
     info = {"data": where, "id": id_column, "x": x, "y": y, "split": split, "dropna": dropna}
     with restore_threads():

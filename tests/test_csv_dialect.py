@@ -97,6 +97,46 @@ def test_a_lone_thousands_group_is_ambiguous_and_refused(tmp_path, cell) -> None
     assert repr(cell) in msg and "line 2" in msg and "1.5" in msg and "1500" in msg
 
 
+@pytest.mark.parametrize("sep", [";", "\t", "|"])
+def test_a_given_decimal_mark_reads_a_file_the_numbers_leave_open(tmp_path, sep) -> None:
+    """Every number with three digits after its one mark: refused as ambiguous until the
+    user says which mark is the decimal one, then read that way, both ways."""
+    rows = ["0", "10.283"], ["1", "12.500"], ["2", "9.125"], ["3", "11.020"], ["4", "10.001"]
+    path = write(tmp_path, "t" + sep + "v\n" + "".join(sep.join(r) + "\n" for r in rows))
+    assert "--decimal" in refusal(path)
+    np.testing.assert_array_equal(
+        load_csv(path, decimal=".").y, [10.283, 12.5, 9.125, 11.02, 10.001]
+    )
+    np.testing.assert_array_equal(load_csv(path, decimal=",").y, [10283, 12500, 9125, 11020, 10001])
+    assert sniff_dialect(path.read_text(), "f", ",") == CsvDialect(sep, ",", ".")
+
+
+@pytest.mark.parametrize(
+    ("cell", "decimal", "written"),
+    [
+        ("2,5", ".", "decimal comma"),
+        ("1.234,5", ".", "decimal comma"),
+        ("2.5", ",", "decimal point"),
+    ],
+)
+def test_a_number_against_the_given_decimal_mark_is_refused(tmp_path, cell, decimal, written):
+    path = write(tmp_path, f"t;v\n0;1\n1;{cell}\n2;3\n3;7\n4;1\n")
+    with pytest.raises(DataError) as info:
+        load_csv(path, decimal=decimal)
+    msg = str(info.value)
+    assert f"given as {decimal!r}" in msg and f"{cell!r} (line 3)" in msg and written in msg
+
+
+def test_a_given_decimal_mark_in_a_comma_file(tmp_path) -> None:
+    """A comma file has decimal points: '.' changes nothing, ',' is refused."""
+    path = write(tmp_path, "x,y\n0,1.5\n1,2.25\n2,3\n3,7\n4,1\n")
+    np.testing.assert_array_equal(load_csv(path, decimal=".").y, load_csv(path).y)
+    with pytest.raises(DataError, match="separated by ','.*for files separated by ';'"):
+        load_csv(path, decimal=",")
+    with pytest.raises(DataError, match="must be '.' or ','"):
+        load_csv(path, decimal="·")
+
+
 def test_mixed_decimal_marks_are_refused(tmp_path) -> None:
     msg = refusal(write(tmp_path, "t;v\n0;1.5\n1;2,5\n2;3\n3;7\n4;1\n"))
     assert "'2,5', line 3" in msg and "'1.5', line 2" in msg and "one decimal mark" in msg
@@ -182,3 +222,15 @@ def test_cli_refuses_an_ambiguous_file_in_one_line(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith("prolas: error:") and err.count("\n") == 1 and "'1,500'" in err
     assert not out.exists()
+
+
+def test_cli_reads_an_ambiguous_file_with_decimal(tmp_path, capsys) -> None:
+    from prolas.cli import main
+
+    path = write(tmp_path, "t;v\n0;1.500\n1;2.250\n2;3.125\n3;7.000\n4;1.750\n5;2.500\n")
+    out = tmp_path / "out"
+    assert main(["fit", str(path), "--budget", "1", "--out", str(out), "--quiet"]) == 2
+    assert "--decimal" in capsys.readouterr().err and not out.exists()
+    argv = ["fit", str(path), "--decimal", ".", "--budget", "1", "--restarts", "1"]
+    assert main([*argv, "--search", "random", "--out", str(out), "--quiet"]) == 0
+    assert (out / "result.json").exists()

@@ -126,6 +126,28 @@ def test_a_series_with_thousands_separators_is_reported_not_fatal(tmp_path) -> N
     assert b.error is None and b.train.n == 12
 
 
+def test_a_semicolon_file_with_decimal_commas_reads_as_its_comma_twin(tmp_path) -> None:
+    """The long reader sniffs the file as load_csv does: ';' and decimal commas, ids kept
+    as text (007), and --decimal for a file whose numbers leave the mark open."""
+    frame = long_frame()
+    frame["id"] = frame["id"].map({"A": "007", "B": "B", "C": "C"})
+    comma, semi = tmp_path / "comma.csv", tmp_path / "semi.csv"
+    frame.to_csv(comma, index=False)
+    frame.to_csv(semi, sep=";", decimal=",", index=False)
+    for a, b in zip(read_long(comma, "id", split="split"), read_long(semi, "id", split="split")):
+        assert a.name == b.name and a.error == (b.error and b.error.replace(str(semi), str(comma)))
+        if a.train is not None:
+            np.testing.assert_array_equal(a.train.y, b.train.y)
+            np.testing.assert_array_equal(a.test_x, b.test_x)
+    assert read_long(semi, "id")[0].name == "007"
+    ambiguous = tmp_path / "amb.csv"
+    ambiguous.write_text("id;x;y\n" + "".join(f"a;{i};{10 + i}.250\n" for i in range(8)))
+    with pytest.raises(DataError, match="--decimal"):
+        read_long(ambiguous, "id")
+    assert read_long(ambiguous, "id", decimal=".")[0].train.y[0] == 10.25
+    assert read_long(ambiguous, "id", decimal=",")[0].train.y[0] == 10250
+
+
 def test_file_level_problems_are_one_line_errors(tmp_path) -> None:
     path = tmp_path / "long.csv"
     long_frame().to_csv(path, index=False)
