@@ -865,11 +865,22 @@ def console_main() -> int:
     return main()
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line for a person at a terminal, ``prolas: warning: ...``: prolas's
+    own warnings say what happened in words, so the source line Python would print after
+    them is noise; another package's warning keeps its category and origin."""
+    text = " ".join(str(message).split())
+    if not Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent):
+        text = f"{text} ({category.__name__}, {Path(filename).name}:{lineno})"
+    print(f"prolas: warning: {text}", file=file or sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         with warnings.catch_warnings(), _sigterm_as_interrupt():
+            warnings.showwarning = _show_warning
             if getattr(args, "quiet", False):
                 warnings.simplefilter("ignore")
             return args.func(args)

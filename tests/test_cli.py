@@ -137,6 +137,27 @@ def test_dropna_fits_after_dropping(tmp_path, capsys) -> None:
     assert code == 0, err
 
 
+def test_warnings_are_one_line_for_the_user(tmp_path, capsys) -> None:
+    """prolas's own warnings print as `prolas: warning: ...` without Python's source line;
+    another package's keep their category and origin."""
+    path = tmp_path / "d.csv"
+    rows = "\n".join(f"{i // 2},{(i * 7) % 5 + 0.1 * i}" for i in range(12))
+    path.write_text("x,y\n" + rows + "\n12,nan\n")
+    argv = ["fit", str(path), "--search", "random", "--budget", "1", "--restarts", "1"]
+    code, _, err = run(capsys, *argv, "--out", str(tmp_path / "o"), "--dropna")
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if "warning" in line.lower()]
+    assert any(line.startswith("prolas: warning: ") and "dropped 1 row" in line for line in lines)
+    assert any(line.startswith("prolas: warning: ") and "duplicate x" in line for line in lines)
+    assert "UserWarning" not in err and ".py:" not in err and "from_arrays(" not in err
+    from prolas.cli import _show_warning
+
+    _show_warning("deprecated\n thing", FutureWarning, "/x/site-packages/other/mod.py", 7)
+    assert capsys.readouterr().err == (
+        "prolas: warning: deprecated thing (FutureWarning, mod.py:7)\n"
+    )
+
+
 def test_describe(capsys) -> None:
     code, out, _ = run(capsys, "describe", "(SE + PER) × lin")
     assert code == 0 and "canonical: LIN*PER + LIN*SE" in out and "k:         8" in out
