@@ -67,6 +67,7 @@ import gzip
 import io
 import lzma
 import re
+import warnings
 import zipfile
 from collections import Counter
 from dataclasses import dataclass
@@ -147,12 +148,26 @@ def _short(text: str, limit: int = 40) -> str:
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
-def read_text(path: Path) -> str:
-    """The file's text, UTF-8 (a byte-order mark dropped); ``.gz``, ``.bz2``, ``.xz`` and
-    single-member ``.zip`` files are decompressed, as :func:`pandas.read_csv` does.
+#: The first bytes of a spreadsheet workbook: .xlsx/.ods (a zip archive), .xls (OLE2).
+SPREADSHEET_MAGIC = (b"PK\x03\x04", b"\xd0\xcf\x11\xe0")
+
+#: The encoding tried when a file is not UTF-8: what spreadsheets on Windows save as
+#: "CSV" in Western Europe and the Americas. Numbers are ASCII in it as in UTF-8, so only
+#: names and dates written in words can read differently; a file not valid in it either
+#: is refused.
+FALLBACK_ENCODING = "cp1252"
+
+
+def read_text(path: Path) -> tuple[str, str]:
+    """The file's text and the encoding it was read with, for :func:`pandas.read_csv`.
+
+    UTF-8 (a byte-order mark dropped), else :data:`FALLBACK_ENCODING` with a warning
+    that says so; ``.gz``, ``.bz2``, ``.xz`` and single-member ``.zip`` files are
+    decompressed, as :func:`pandas.read_csv` does.
 
     Raises:
-        DataError: an unreadable file, a bad archive, or bytes that are not UTF-8.
+        DataError: an unreadable file, a bad archive, a spreadsheet workbook (.xlsx,
+            .ods, .xls) instead of CSV text, or bytes that are text in neither encoding.
     """
     suffix = path.suffix.lower()
     try:
@@ -166,10 +181,38 @@ def read_text(path: Path) -> str:
             opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(suffix, open)
             with opener(path, "rb") as fh:
                 data = fh.read()
-        return data.decode("utf-8-sig")
-    except (OSError, EOFError, UnicodeDecodeError, zipfile.BadZipFile, lzma.LZMAError) as exc:
+    except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"{path}: cannot read as CSV ({msg})") from None
+    if data.startswith(SPREADSHEET_MAGIC):
+        raise DataError(
+            f"{path}: is a spreadsheet workbook (.xlsx, .ods, .xls) or another binary file, "
+            "not CSV text; save the sheet as CSV (in Excel: Save As, 'CSV UTF-8')"
+        )
+    try:
+        return data.decode("utf-8-sig"), "utf-8-sig"
+    except UnicodeDecodeError as exc:
+        utf8_error = exc
+    try:
+        text = data.decode(FALLBACK_ENCODING)
+    except UnicodeDecodeError:
+        bad = data[utf8_error.start]
+        raise DataError(
+            f"{path}: cannot read as CSV (not UTF-8 text: byte 0x{bad:02x} at position "
+            f"{utf8_error.start}); save it as UTF-8"
+        ) from None
+    if "\x00" in text:  # UTF-16 or binary: Windows-1252 decodes any such byte
+        raise DataError(
+            f"{path}: cannot read as CSV (not UTF-8 text: it holds NUL bytes, as UTF-16 text "
+            "or a binary file does); save it as UTF-8"
+        )
+    warnings.warn(
+        f"{path}: not UTF-8 text; read as Windows-1252 (Western European), the encoding "
+        "spreadsheets save CSV in on Windows",
+        UserWarning,
+        stacklevel=2,
+    )
+    return text, FALLBACK_ENCODING
 
 
 @dataclass

@@ -580,7 +580,7 @@ def check_unique_columns(names: Iterable[object], where: str) -> None:
 
 def header_names(path: Path, **read_options: object) -> list[object]:
     """The raw names of a CSV file's header row (before pandas renames repeats)."""
-    options = {k: v for k, v in read_options.items() if k in ("sep", "index_col")}
+    options = {k: v for k, v in read_options.items() if k in ("sep", "index_col", "encoding")}
     head = pd.read_csv(path, header=None, nrows=1, dtype=str, **options)
     return head.iloc[0].tolist() if len(head) else []
 
@@ -675,8 +675,9 @@ def read_csv_table(
         DataError: an unreadable file or bytes that are not UTF-8, a separator or decimal
             mark that cannot be told, a malformed file, a column named twice.
     """
-    text = read_text(path)
+    text, encoding = read_text(path)
     options = sniff_dialect(text, str(path), decimal).read_csv_options()
+    options["encoding"] = encoding
     try:
         dtype = None
         if wanted := set(text_columns):

@@ -213,6 +213,38 @@ def test_compressed_files_are_sniffed(tmp_path) -> None:
     assert load_csv(path).y[2] == 3.75
 
 
+def test_a_windows_1252_file_is_read_with_a_warning(tmp_path) -> None:
+    """A spreadsheet's CSV from Windows (not UTF-8): its names read right, its numbers
+    as in UTF-8, and the user is told; the long reader reads it the same way."""
+    from prolas.many import read_long
+
+    path = tmp_path / "w.csv"
+    path.write_bytes(
+        "id;Monat;Umsatz €\n".encode("cp1252")
+        + b"".join(f"a;{i};{i % 5},5\n".encode("cp1252") for i in range(8))
+    )
+    with pytest.warns(UserWarning, match="not UTF-8 text; read as Windows-1252"):
+        ds = load_csv(path, "Monat", "Umsatz €")
+    np.testing.assert_array_equal(ds.y, [i % 5 + 0.5 for i in range(8)])
+    with pytest.warns(UserWarning, match="Windows-1252"):
+        assert read_long(path, "id", y="Umsatz €")[0].train.y[1] == 1.5
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b"PK\x03\x04\x14\x00\x06\x00xl/workbook.xml", "spreadsheet workbook"),
+        (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "spreadsheet workbook"),
+        ("x,y\n1,2\n2,3\n".encode("utf-16"), "NUL bytes"),
+        (b"x,y\n1,\x81\x81\n", "byte 0x81 at position 6"),
+    ],
+)
+def test_a_file_that_is_not_csv_text_is_refused(tmp_path, data, fragment) -> None:
+    path = tmp_path / "d.csv"
+    path.write_bytes(data)
+    assert fragment in refusal(path)
+
+
 def test_cli_refuses_an_ambiguous_file_in_one_line(tmp_path, capsys) -> None:
     from prolas.cli import main
 
