@@ -167,7 +167,7 @@ def claim_output_dir(out: Path, command: str, *, force: bool, resume: bool) -> I
     with hold_output_dir(out, command):
         if not resume and not force and (out / "result.json").exists():
             raise OutputExistsError(
-                f"{out} already holds a result (result.json); use --force to replace it or "
-                "choose another --out"
+                f"{out} already holds a result (result.json); use --force (force=True in "
+                "Python) to replace it or choose another output directory"
             )
         yield out

@@ -111,26 +111,33 @@ class SearchConfig:
         if self.method not in METHODS:
             raise ProlasError(f"unknown search method {self.method!r}; choose from {METHODS}")
         if self.budget < 1:
-            raise ProlasError("--budget must be at least 1")
+            raise ProlasError("budget (--budget) must be at least 1")
         if self.restarts < 1:
-            raise ProlasError("--restarts must be at least 1")
+            raise ProlasError("restarts (--restarts) must be at least 1")
         if self.batch < 1:
-            raise ProlasError("--batch must be at least 1")
+            raise ProlasError("batch (--batch) must be at least 1")
         if self.depth < 1:
-            raise ProlasError("--depth must be at least 1")
+            raise ProlasError("depth (--depth) must be at least 1")
         if self.base_kernels is not None:
             object.__setattr__(self, "base_kernels", _base_kernel_set(self.base_kernels))
         if self.search_points != 0 and self.search_points < 20:
-            raise ProlasError("--search-points must be 0 (all points) or at least 20")
+            raise ProlasError(
+                "search_points (--search-points) must be 0 (all points) or at least 20"
+            )
         if isinstance(self.search_windows, bool) or not isinstance(self.search_windows, int):
-            raise ProlasError(f"--search-windows must be an integer, got {self.search_windows!r}")
+            raise ProlasError(
+                f"search_windows (--search-windows) must be an integer, got {self.search_windows!r}"
+            )
         if self.search_windows < 0:
-            raise ProlasError("--search-windows must be 0 (no windows) or more")
+            raise ProlasError("search_windows (--search-windows) must be 0 (no windows) or more")
         _ = self.fit_config  # FitConfig checks the lengthscale floor
         if self.latent_surrogate not in LATENT_SURROGATES:
-            raise ProlasError(f"--latent-surrogate must be one of {', '.join(LATENT_SURROGATES)}")
+            raise ProlasError(
+                "latent_surrogate (--latent-surrogate) must be one of "
+                + ", ".join(LATENT_SURROGATES)
+            )
         if not 0 <= self.warm_start <= INITIAL_DESIGN:
-            raise ProlasError(f"--warm-start must be between 0 and {INITIAL_DESIGN}")
+            raise ProlasError(f"warm_start (--warm-start) must be between 0 and {INITIAL_DESIGN}")
 
     @property
     def fit_config(self) -> FitConfig:
@@ -152,13 +159,19 @@ def _base_kernel_set(names) -> tuple[str, ...]:
     try:
         out = tuple(dict.fromkeys(str(n).strip().upper() for n in names))
     except TypeError:
-        raise ProlasError(f"--base-kernels must be kernel names, got {names!r}") from None
+        raise ProlasError(
+            f"base_kernels (--base-kernels) must be kernel names, got {names!r}"
+        ) from None
     known = ", ".join(BASE_KERNELS)
     if not out or "" in out:
-        raise ProlasError(f"--base-kernels: no kernel named (an empty name); known: {known}")
+        raise ProlasError(
+            f"base_kernels (--base-kernels): no kernel named (an empty name); known: {known}"
+        )
     unknown = [n for n in out if n not in BASE_KERNELS]
     if unknown:
-        raise ProlasError(f"--base-kernels: unknown kernel {unknown[0]!r}; known: {known}")
+        raise ProlasError(
+            f"base_kernels (--base-kernels): unknown kernel {unknown[0]!r}; known: {known}"
+        )
     return out
 
 

@@ -143,9 +143,9 @@ def test_the_view_is_part_of_the_fit_identity(hourly) -> None:
 
 
 def test_search_windows_must_be_a_count() -> None:
-    with pytest.raises(ProlasError, match="--search-windows must be 0"):
+    with pytest.raises(ProlasError, match="\\(--search-windows\\) must be 0"):
         SearchConfig(search_windows=-1)
-    with pytest.raises(ProlasError, match="--search-windows must be an integer"):
+    with pytest.raises(ProlasError, match="\\(--search-windows\\) must be an integer"):
         SearchConfig(search_windows=1.5)
 
 
