@@ -865,22 +865,34 @@ def console_main() -> int:
     return main()
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+def _format_warning(message, category, filename, lineno, line=None) -> str:
     """A warning as one line for a person at a terminal, ``prolas: warning: ...``: prolas's
     own warnings say what happened in words, so the source line Python would print after
     them is noise; another package's warning keeps its category and origin."""
     text = " ".join(str(message).split())
     if not Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent):
         text = f"{text} ({category.__name__}, {Path(filename).name}:{lineno})"
-    print(f"prolas: warning: {text}", file=file or sys.stderr)
+    return f"prolas: warning: {text}\n"
+
+
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """Warnings shown through :func:`_format_warning` for the block. The format, not
+    ``showwarning``, is replaced, so whoever records warnings (``pytest.warns``, a
+    caller's ``catch_warnings(record=True)``) still receives them."""
+    before = warnings.formatwarning
+    warnings.formatwarning = _format_warning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = before
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with warnings.catch_warnings(), _sigterm_as_interrupt():
-            warnings.showwarning = _show_warning
+        with warnings.catch_warnings(), _sigterm_as_interrupt(), _one_line_warnings():
             if getattr(args, "quiet", False):
                 warnings.simplefilter("ignore")
             return args.func(args)
