@@ -56,6 +56,7 @@ from prolas.limits import (
     FORECAST_TRENDS,
 )
 from prolas.search.config import SearchConfig
+from prolas.search.executors import check_executor_options
 from prolas.threads import restore_threads
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -219,6 +220,7 @@ class KernelSearch:
         self.workers = _positive_or_none(workers, "workers")
         self.dask_local = _positive_or_none(dask_local, "dask_local")
         self.scheduler = scheduler
+        check_executor_options(self.workers, scheduler, self.dask_local)
         self._columns: tuple[str | None, str | None, bool] = (None, None, False)
         # the forecasts' models made so far (prolas.fitjob.forecast_fits's cache: the
         # fixed kernel's fits, and per trend the top models and the k they were made for)

@@ -296,6 +296,12 @@ def test_bad_input_is_a_one_line_error(monthly, fitted) -> None:
     one_line_error(lambda: KernelSearch(budgt=5), "unknown setting 'budgt'")
     one_line_error(lambda: KernelSearch(method="greedy"), "unknown search method")
     one_line_error(lambda: KernelSearch(budget="ten"), "budget must be an integer")
+    one_line_error(lambda: KernelSearch(budget=0), "budget (--budget) must be at least 1")
+    # conflicting execution options are refused when the object is made, not at .fit()
+    one_line_error(lambda: KernelSearch(workers=2, dask_local=2), "workers (--workers) is for")
+    one_line_error(
+        lambda: KernelSearch(scheduler="tcp://h:1", dask_local=2), "scheduler (--scheduler) or"
+    )
     one_line_error(lambda: quick().forecast(horizon=3), "not fitted")
     one_line_error(lambda: fitted.forecast(horizon=3, level=0.95), "percentage")
     one_line_error(lambda: fitted.forecast(horizon=0), "horizon")

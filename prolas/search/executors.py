@@ -52,6 +52,7 @@ from prolas.threads import available_cores
 
 __all__ = [
     "available_cores",
+    "check_executor_options",
     "default_workers",
     "make_executor",
     "ProcessPool",
@@ -262,6 +263,34 @@ def _dask_executor(scheduler: str | None, dask_local: int | None) -> Iterator[Ex
         yield client.get_executor(pure=False)
 
 
+def check_executor_options(
+    workers: int | None, scheduler: str | None, dask_local: int | None
+) -> None:
+    """Refuse conflicting or out-of-range execution options before anything runs; each
+    message names the option's Python and command-line forms.
+
+    Raises:
+        ExecutorError: ``scheduler`` with ``dask_local``; ``workers`` with Dask; a count
+            below 1; a scheduler address without a scheme.
+    """
+    if scheduler is not None and dask_local is not None:
+        raise ExecutorError(
+            "use either scheduler (--scheduler) or dask_local (--dask-local), not both"
+        )
+    if (scheduler is not None or dask_local is not None) and workers not in (None, 1):
+        raise ExecutorError(
+            "workers (--workers) is for a local process pool; Dask sets its own workers"
+        )
+    if dask_local is not None and dask_local < 1:
+        raise ExecutorError("dask_local (--dask-local) must be at least 1")
+    if scheduler is not None and "://" not in scheduler:
+        raise ExecutorError(
+            f"scheduler (--scheduler) expects an address like tcp://HOST:PORT, got {scheduler!r}"
+        )
+    if workers is not None and workers < 1:
+        raise ExecutorError("workers (--workers) must be at least 1")
+
+
 @contextlib.contextmanager
 def make_executor(
     workers: int | None = None,
@@ -281,19 +310,7 @@ def make_executor(
     On leaving the block the workers are shut down; if the block raised (Ctrl-C,
     an error), queued fits are cancelled and pool workers are killed at once.
     """
-    if scheduler is not None and dask_local is not None:
-        raise ExecutorError("use either --scheduler or --dask-local, not both")
-    if (scheduler is not None or dask_local is not None) and workers not in (None, 1):
-        raise ExecutorError("--workers is for a local process pool; Dask sets its own workers")
-    if dask_local is not None and dask_local < 1:
-        raise ExecutorError("--dask-local must be at least 1")
-    if scheduler is not None and "://" not in scheduler:
-        raise ExecutorError(
-            f"--scheduler expects an address like tcp://HOST:PORT, got {scheduler!r}"
-        )
-    if workers is not None and workers < 1:
-        raise ExecutorError("--workers must be at least 1")
-
+    check_executor_options(workers, scheduler, dask_local)
     if scheduler is not None or dask_local is not None:
         with _dask_executor(scheduler, dask_local) as ex:
             yield ex
