@@ -82,10 +82,11 @@ def mark_changes(ax, fit: FitResult, dataset: Dataset, groups=None) -> list:
 
     A change-point: a dashed vertical line at its location, labelled ``"change-point
     ~1973.4"``, over a light band of ±2 widths (where its sigmoid runs from 12 % to
-    88 %), capped to the axis; a change-window: a light span from its start to its end,
-    labelled ``"change-window ~1971.2-1973.9"``. Only what lies within the axis' current
-    x range is drawn (the x limits are kept). ``groups``: the change groups to mark
-    (all by default). Returns the artists drawn.
+    88 %), capped to the axis and labelled ``"transition ~1971.4 to 1975.4"`` unless it
+    fits between two neighbouring inputs (an abrupt change); a change-window: a light
+    span from its start to its end, labelled ``"change-window ~1971.2-1973.9"``. Only
+    what lies within the axis' current x range is drawn (the x limits are kept).
+    ``groups``: the change groups to mark (all by default). Returns the artists drawn.
     """
     years = in_years(dataset)
     lo, hi = ax.get_xlim()
@@ -99,7 +100,11 @@ def mark_changes(ax, fit: FitResult, dataset: Dataset, groups=None) -> list:
             if not lo <= loc <= hi:
                 continue
             band = (max(lo, loc - 2 * w), min(hi, loc + 2 * w))
-            artists.append(ax.axvspan(*band, color="C2", alpha=0.15, lw=0))
+            # a gradual change's band can cover most of the plot: the legend says what it is
+            gradual = dataset.n > 1 and 4 * w >= dataset.spacing
+            ends = (say_position(loc + d * w, dataset, years) for d in (-2, 2))
+            label = "transition ~{} to {}".format(*ends) if gradual else None
+            artists.append(ax.axvspan(*band, color="C2", alpha=0.15, lw=0, label=label))
             artists.append(
                 ax.axvline(
                     loc,

@@ -198,6 +198,26 @@ def test_nested_change_points_and_the_constant():
     assert report.describe_fit(c, ds)[0].startswith("A constant offset; it explains")
 
 
+def test_a_gradual_change_points_band_is_named_in_the_legend(cp_fit):
+    """The fixture's change is abrupt (its band unnamed, above); the same model with a
+    transition of two years gets a band the legend names, ±2 widths around it."""
+    import matplotlib.pyplot as plt
+
+    ds, _ = cp_fit
+    before, after = _cp(1966.0, 0.5)
+    fit = fit_from_params(
+        "CP(PER, LIN)",
+        [{"variance": 1.0, "factors": [before, PER]}, {"variance": 1.0, "factors": [after, LIN]}],
+        ds.n,
+    )
+    fig = report.fit_figure(fit, ds)
+    try:
+        texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert "change-point ~1966.0" in texts and "transition ~1965.0 to 1967.0" in texts
+    finally:
+        plt.close(fig)
+
+
 def test_change_positions_in_x_units_when_x_is_not_years():
     x = np.linspace(0.0, 12.0, 60)
     ds = Dataset.from_arrays(x, np.where(x < 6.3, np.sin(x), 0.5 * x))
@@ -234,6 +254,13 @@ def test_fit_and_component_plots_mark_the_change_point(cp_fit):
         lo, hi = ax.get_xlim()
         bands = [p.get_x() for p in ax.patches]
         assert any(b == pytest.approx(max(lo, loc - 2 * width)) for b in bands)
+        # a gradual transition's band is named in the legend, an abrupt one's is not
+        gradual = 4 * width >= ds.spacing
+        texts = [t.get_text() for t in ax.get_legend().get_texts()]
+        named = f"transition ~{loc - 2 * width:.1f} to {loc + 2 * width:.1f}"
+        assert (named in texts) == gradual and any(
+            t.startswith("transition") for t in texts
+        ) == gradual
     finally:
         plt.close(fig)
     fig = report.components_figure(fit, ds)
