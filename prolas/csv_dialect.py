@@ -159,7 +159,7 @@ FALLBACK_ENCODING = "cp1252"
 
 
 def read_text(path: Path) -> tuple[str, str]:
-    """The file's text and the encoding it was read with, for :func:`pandas.read_csv`.
+    """The file's text and the encoding it was read with.
 
     UTF-8 (a byte-order mark dropped), else :data:`FALLBACK_ENCODING` with a warning
     that says so; ``.gz``, ``.bz2``, ``.xz`` and single-member ``.zip`` files are

@@ -33,6 +33,7 @@ values; x is rescaled inside the fit, ``t = (x - x0) / span``.
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import warnings
@@ -578,10 +579,11 @@ def check_unique_columns(names: Iterable[object], where: str) -> None:
         )
 
 
-def header_names(path: Path, **read_options: object) -> list[object]:
-    """The raw names of a CSV file's header row (before pandas renames repeats)."""
-    options = {k: v for k, v in read_options.items() if k in ("sep", "index_col", "encoding")}
-    head = pd.read_csv(path, header=None, nrows=1, dtype=str, **options)
+def header_names(source: Path | io.StringIO, **read_options: object) -> list[object]:
+    """The raw names of a CSV header row (before pandas renames repeats); ``source`` is
+    a file or its decoded text."""
+    options = {k: v for k, v in read_options.items() if k in ("sep", "index_col")}
+    head = pd.read_csv(source, header=None, nrows=1, dtype=str, **options)
     return head.iloc[0].tolist() if len(head) else []
 
 
@@ -671,20 +673,23 @@ def read_csv_table(
     named in ``text_columns`` are read as text (a series id ``007`` stays ``007``).
     Shared by :func:`load_csv` and the long-format reader of ``prolas fit-many``.
 
+    The file is read from disk and decoded once (:func:`~prolas.csv_dialect.read_text`:
+    decompressed, UTF-8 or Windows-1252); pandas parses that text.
+
     Raises:
-        DataError: an unreadable file or bytes that are not UTF-8, a separator or decimal
-            mark that cannot be told, a malformed file, a column named twice.
+        DataError: an unreadable file, text in neither encoding or a spreadsheet workbook,
+            a separator or decimal mark that cannot be told, a malformed file, a column
+            named twice.
     """
-    text, encoding = read_text(path)
+    text, _ = read_text(path)
     options = sniff_dialect(text, str(path), decimal).read_csv_options()
-    options["encoding"] = encoding
     try:
         dtype = None
         if wanted := set(text_columns):
-            header = pd.read_csv(path, nrows=0, **options)
+            header = pd.read_csv(io.StringIO(text), nrows=0, **options)
             dtype = {c: str for c in header.columns if str(c).strip() in wanted} or None
-        df = pd.read_csv(path, dtype=dtype, **options)
-        check_unique_columns(header_names(path, **options), str(path))
+        df = pd.read_csv(io.StringIO(text), dtype=dtype, **options)
+        check_unique_columns(header_names(io.StringIO(text), **options), str(path))
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"{path}: cannot read as CSV ({msg})") from None
