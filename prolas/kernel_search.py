@@ -91,24 +91,26 @@ class SearchInterrupted(KeyboardInterrupt):
 
 
 class SearchProgress:
-    """A tqdm bar over unique evaluations showing the best BIC and expression so far
-    (tqdm.auto: a widget in a notebook, text in a terminal); nothing when not ``shown``."""
+    """A progress bar over unique evaluations showing the best BIC and expression so far
+    (:func:`prolas.progress.progress_bar`: a widget in a notebook, a bar in a terminal,
+    whole lines in a log); nothing when not ``shown``."""
 
     def __init__(self, total: int, shown: bool) -> None:
         self.bar = None
         self.best = None
         if shown:
-            from tqdm.auto import tqdm
+            from prolas.progress import progress_bar
 
-            self.bar = tqdm(total=total, unit="fit", desc="search", dynamic_ncols=True)
+            self.bar = progress_bar(total, unit="fit", desc="search")
 
     def update_eval(self, ev: Evaluation) -> None:
         if ev.ok and (self.best is None or ev.bic > self.best.bic):
             self.best = ev
         if self.bar is not None:
-            self.bar.update(1)
+            # the postfix first: a log's line is written by update() and must show this fit
             if self.best is not None:
                 self.bar.set_postfix_str(f"best BIC {self.best.bic:.2f}: {self.best.expression}")
+            self.bar.update(1)
 
     def writer(self, fallback: Callable[[str], None]) -> Callable[[str], None]:
         """A log function that prints above the bar instead of through it."""

@@ -617,23 +617,22 @@ def _write_summary(run: ManyRun, series: Sequence[LongSeries], rows: dict[str, d
 
 
 class _SeriesBar:
-    """tqdm bar over series with the counts so far."""
+    """A progress bar over series with the counts so far (:func:`prolas.progress.progress_bar`)."""
 
     def __init__(self, total: int, initial: int, show: bool) -> None:
         self.bar = None
         self.ok = self.failed = 0
         if show:
-            from tqdm.auto import tqdm
+            from prolas.progress import progress_bar
 
-            self.bar = tqdm(total=total, initial=initial, unit="series", dynamic_ncols=True)
-            self.bar.set_description("series")
+            self.bar = progress_bar(total, unit="series", desc="series", initial=initial)
 
     def update(self, row: dict) -> None:
         self.ok += row["status"] == "ok"
         self.failed += row["status"] == "failed"
         if self.bar is not None:
-            self.bar.update(1)
             self.bar.set_postfix_str(f"{self.ok} ok, {self.failed} failed; last {row['series']}")
+            self.bar.update(1)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from prolas.encoding import GrammarEncoding, canonical_grid, distance_features, rd_inputs
 from prolas.errors import GrammarError
 from prolas.expr import Expression
 from prolas.grammar import Grammar, Sequence, sequence_expression
+from prolas.progress import progress_bar
 
 __all__ = [
     "VAEConfig",
@@ -336,7 +336,7 @@ def train_kgvae(
         x: inputs for r_d (None = :func:`prolas.encoding.canonical_grid` (128 points on
             [0, 1]), which serves any 1-D series).
         n_samples: number of grammar draws (before de-duplication).
-        progress: show a tqdm progress bar over epochs.
+        progress: show a progress bar over epochs (:func:`prolas.progress.progress_bar`).
         evaluate: compute the quality figures (:func:`evaluate_quality`) into the metadata.
 
     Returns:
@@ -378,8 +378,8 @@ def train_kgvae(
     gen = torch.Generator().manual_seed(config.seed)
     best_state, best_val, bad_epochs = None, math.inf, 0
     history: list[dict] = []
-    bar = tqdm(range(config.epochs), desc="KG-VAE", disable=not progress, leave=False)
-    for epoch in bar:
+    bar = progress_bar(config.epochs, unit="epoch", desc="KG-VAE", shown=progress, leave=False)
+    for epoch in range(config.epochs):
         w = config.beta * min(1.0, (epoch + 1) / max(1, config.kl_warmup_epochs))
         model.train()
         perm = torch.randperm(n_train, generator=gen) + n_val
@@ -407,7 +407,8 @@ def train_kgvae(
             else:
                 val = train_loss
         history.append({"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val})
-        bar.set_postfix(train=f"{train_loss:.3f}", val=f"{val:.3f}")
+        bar.set_postfix_str(f"train {train_loss:.3f}, val {val:.3f}")
+        bar.update(1)
         if val < best_val - 1e-4:
             best_val, best_state, bad_epochs = val, copy.deepcopy(model.state_dict()), 0
         else:

@@ -154,6 +154,11 @@ def test_warnings_are_one_line_for_the_user(tmp_path) -> None:
     assert any(line.startswith("prolas: warning: ") and "dropped 1 row" in line for line in lines)
     assert any(line.startswith("prolas: warning: ") and "duplicate x" in line for line in lines)
     assert "UserWarning" not in err and ".py:" not in err and "from_arrays(" not in err
+    # standard error is a pipe, not a terminal: progress as whole lines, no tqdm redraws
+    assert "\r" not in err
+    # the line shows the fit it counts (its best BIC), not the one before
+    progress = [line for line in lines if line.startswith("search: 1/1 fit (100 %), ")]
+    assert len(progress) == 1 and "; best BIC " in progress[0], err
     from prolas.cli import _format_warning
 
     text = _format_warning("deprecated\n thing", FutureWarning, "/x/site-packages/other/mod.py", 7)

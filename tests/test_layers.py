@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "prolas.memory",
             "prolas.output_lock",
             "prolas.processes",
+            "prolas.progress",
             "prolas.threads",
         ),
     ),

@@ -205,9 +205,9 @@ def run_compare(
     partial.unlink(missing_ok=True)
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from prolas.progress import progress_bar
 
-        bar = tqdm(total=len(grid), unit="run", desc="compare", dynamic_ncols=True)
+        bar = progress_bar(len(grid), unit="run", desc="compare")
     t0 = time.perf_counter()
     import torch
 

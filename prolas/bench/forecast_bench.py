@@ -340,9 +340,9 @@ def _peer_rows(
     rows = []
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from prolas.progress import progress_bar
 
-        bar = tqdm(total=len(pairs) * len(methods), unit="forecast", desc="peers")
+        bar = progress_bar(len(pairs) * len(methods), unit="forecast", desc="peers")
     try:
         for s, half in pairs:
             for method in methods:

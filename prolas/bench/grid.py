@@ -368,15 +368,15 @@ def run_cell(
 
 
 class GridProgress:
-    """One tqdm bar over all evaluations of the grid (cells x budget)."""
+    """One progress bar over all evaluations of the grid (cells x budget)."""
 
     def __init__(self, total: int, done: int, enabled: bool) -> None:
         self.bar = None
         self.cell_count = 0
         if enabled:
-            from tqdm.auto import tqdm
+            from prolas.progress import progress_bar
 
-            self.bar = tqdm(total=total, initial=done, unit="fit", desc="bench", dynamic_ncols=True)
+            self.bar = progress_bar(total, unit="fit", desc="bench", initial=done)
 
     def start(self, label: str) -> None:
         """A new cell begins (shown next to the bar)."""

@@ -349,9 +349,10 @@ def run_performance(
     out.mkdir(parents=True, exist_ok=True)
     expression = str(parse(expression))
     machine = machine_description()
-    from tqdm.auto import tqdm
+    from prolas.progress import progress_bar
 
-    bar = tqdm(total=len(pipeline_sizes) + len(sizes) + 3, desc="performance", disable=not progress)
+    total = len(pipeline_sizes) + len(sizes) + 3
+    bar = progress_bar(total, unit="step", desc="performance", shown=progress)
     pipelines = []
     for n in pipeline_sizes:
         bar.set_postfix_str(f"prolas fit N={n}")
