@@ -867,10 +867,12 @@ def console_main() -> int:
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
     """A warning as one line for a person at a terminal, ``prolas: warning: ...``: prolas's
-    own warnings say what happened in words, so the source line Python would print after
-    them is noise; another package's warning keeps its category and origin."""
+    own warnings (raised in prolas, or of a prolas category: a data warning is located at
+    the caller's line) say what happened in words, so the source line Python would print
+    after them is noise; another package's warning keeps its category and origin."""
     text = " ".join(str(message).split())
-    if not Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent):
+    own = category.__module__.split(".")[0] == "prolas"  # located at the caller's line
+    if not own and not Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent):
         text = f"{text} ({category.__name__}, {Path(filename).name}:{lineno})"
     return f"prolas: warning: {text}\n"
 

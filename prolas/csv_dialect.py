@@ -67,13 +67,12 @@ import gzip
 import io
 import lzma
 import re
-import warnings
 import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from prolas.errors import DataError
+from prolas.errors import DataError, warn_caller
 
 __all__ = ["CsvDialect", "DECIMAL_MARKS", "DELIMITERS", "read_text", "sniff_dialect"]
 
@@ -206,11 +205,9 @@ def read_text(path: Path) -> tuple[str, str]:
             f"{path}: cannot read as CSV (not UTF-8 text: it holds NUL bytes, as UTF-16 text "
             "or a binary file does); save it as UTF-8"
         )
-    warnings.warn(
+    warn_caller(
         f"{path}: not UTF-8 text; read as Windows-1252 (Western European), the encoding "
-        "spreadsheets save CSV in on Windows",
-        UserWarning,
-        stacklevel=2,
+        "spreadsheets save CSV in on Windows"
     )
     return text, FALLBACK_ENCODING
 

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from prolas.csv_dialect import read_text, sniff_dialect
-from prolas.errors import DataError
+from prolas.errors import DataError, warn_caller
 
 __all__ = [
     "CSV_ROWS",
@@ -220,9 +220,8 @@ class Dataset:
         x, y = x[order], y[order]
         n_dup = x.size - np.unique(x).size
         if n_dup:
-            warnings.warn(
-                f"{path}: {n_dup} duplicate x value(s); they are fitted as repeated observations",
-                stacklevel=2,
+            warn_caller(
+                f"{path}: {n_dup} duplicate x value(s); they are fitted as repeated observations"
             )
         x.setflags(write=False)
         y.setflags(write=False)
@@ -496,8 +495,13 @@ def decimal_years_to_timestamps(
 def _as_numeric(
     df: pd.DataFrame, col: str, path: str, rows: RowNames = CSV_ROWS
 ) -> tuple[np.ndarray, bool]:
-    """A column as float64; dates become decimal years. Returns (values, was_date)."""
+    """A column as float64; dates become decimal years. Returns (values, was_date).
+
+    A True/False column is refused rather than read as 1/0: it is an indicator column
+    picked by mistake far more often than a series (a user who means it writes 1/0)."""
     s = df[col]
+    if is_boolean_column(s):
+        raise boolean_column_error(path, col)
     if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
         return s.to_numpy(dtype=np.float64, na_value=np.nan), False
     if (
@@ -520,6 +524,27 @@ def _as_numeric(
         where = rows.at(np.arange(len(s)) == i)
         raise DataError(f"{path}: {not_numeric(col, where, s.iloc[i])}")
     return values, False
+
+
+def is_boolean_column(s: pd.Series) -> bool:
+    """Whether the column's values are all True/False (bool dtype, or bools among missing
+    values, which pandas keeps as objects)."""
+    if pd.api.types.is_bool_dtype(s):
+        return True
+    present = s.dropna()
+    return (
+        s.dtype == object
+        and len(present) > 0
+        and all(isinstance(v, (bool, np.bool_)) for v in present)
+    )
+
+
+def boolean_column_error(where: str, col: str) -> DataError:
+    """The one-line error for a True/False column where numbers are needed."""
+    return DataError(
+        f"{where}: column {col!r} holds True/False values, not numbers; choose a numeric "
+        "column, or write them as 1/0 if they are the series"
+    )
 
 
 #: A plain decimal numeral (no thousands separators, no ``inf``/``nan`` words; spelled out:
@@ -718,7 +743,9 @@ def _frame_dataset(
     usable = []
     for c in df.columns:
         s = df[c]
-        numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+        if is_boolean_column(s):  # an indicator column is never picked for x or y
+            continue
+        numeric = pd.api.types.is_numeric_dtype(s)
         if (
             numeric
             or pd.api.types.is_datetime64_any_dtype(s)
@@ -764,9 +791,7 @@ def _frame_dataset(
     if dropna:
         keep = np.isfinite(xv) & np.isfinite(yv)
         if not keep.all():
-            warnings.warn(
-                f"{where}: dropped {int((~keep).sum())} row(s) with NaN/inf values", stacklevel=3
-            )
+            warn_caller(f"{where}: dropped {int((~keep).sum())} row(s) with NaN/inf values")
             xv, yv = xv[keep], yv[keep]
     return Dataset.from_arrays(
         xv,

@@ -6,6 +6,14 @@ is a :class:`ProlasError`; the CLI prints its message on one line and exits non-
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
+#: The package's folder, spelled as its modules' code objects spell their files: a frame
+#: whose file lies under it is prolas's own.
+_PACKAGE = os.path.dirname(__file__) + os.sep
+
 
 class ProlasError(Exception):
     """An error with a message meant for the user (printed on one line by the CLI)."""
@@ -43,6 +51,22 @@ class NonFiniteError(ProlasError, ValueError):
     The Evaluator turns non-finite fits into failed evaluations, so this means a bug
     upstream; the strict writer refuses rather than write invalid JSON or ``null``.
     """
+
+
+class DataWarning(UserWarning):
+    """Something in the user's data was worked around and the data were read: a
+    Windows-1252 file, duplicate x values, dropped NaN rows (see :func:`warn_caller`)."""
+
+
+def warn_caller(message: str, category: type[Warning] = DataWarning) -> None:
+    """:func:`warnings.warn` located at the first frame outside the prolas package: the
+    user's line that called into prolas (a notebook cell, a script), however deep in
+    the library the warning arose — a fixed ``stacklevel`` points at prolas's own
+    internals from some call paths."""
+    frame, level = sys._getframe(1), 2  # level 2: warn_caller's caller
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 class NumericsWarning(RuntimeWarning):

@@ -46,7 +46,9 @@ import pandas as pd
 from prolas.data import (
     NUMBER,
     Dataset,
+    boolean_column_error,
     check_unique_columns,
+    is_boolean_column,
     not_numeric,
     parse_dates,
     parse_numbers,
@@ -205,7 +207,8 @@ def _pick_columns(
     for flag, col in (("--id", id_column), ("--x", x), ("--y", y), ("--split", split)):
         if col is not None and col not in df.columns:
             raise DataError(f"{where}: column {col!r} ({flag}) not found; columns are {present}")
-    others = [c for c in df.columns if c not in (id_column, split)]
+    # an indicator (True/False) column is never picked for x or y, as in load_csv
+    others = [c for c in df.columns if c not in (id_column, split) and not is_boolean_column(df[c])]
     usable = [
         c for c in others if pd.api.types.is_numeric_dtype(df[c]) or _as_dates(df[c]) is not None
     ]
@@ -274,6 +277,9 @@ def read_long(
     if ids.isna().any():
         raise DataError(f"{where}: column {id_column!r} is empty on CSV line {_lines(ids.isna())}")
     ids = ids.astype(str).str.strip()
+    for column in (y, x):
+        if column is not None and is_boolean_column(df[column]):
+            raise boolean_column_error(where, column)
     yv, y_text = parse_numbers(df[y])
     x_is_date = False
     if x is None:

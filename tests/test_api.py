@@ -286,8 +286,9 @@ def test_bad_input_is_a_one_line_error(monthly, fitted) -> None:
     one_line_error(
         lambda: quick().fit(holed, x="month"), "'passengers'", "position 3", "dropna=True"
     )
-    with pytest.warns(UserWarning, match="dropped 1 row"):
+    with pytest.warns(UserWarning, match="dropped 1 row") as caught:
         assert quick().fit(holed, x="month", dropna=True).data_.n == len(monthly) - 1
+    assert caught[0].filename == __file__  # the user's line, not prolas's internals
     one_line_error(lambda: quick().fit(monthly, x="date"), "'date' (x=) not found", "'month'")
     text = monthly.assign(passengers="many")
     one_line_error(lambda: quick().fit(text, x="month", y="passengers"), "not numeric")

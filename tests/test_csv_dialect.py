@@ -15,7 +15,7 @@ import pytest
 
 from prolas.csv_dialect import SNIFF_LINES, CsvDialect, sniff_dialect
 from prolas.data import load_csv, timestamps_to_decimal_years
-from prolas.errors import DataError
+from prolas.errors import DataError, DataWarning
 
 SEMICOLON_SALES = (
     "date;sales\n2020-01-01;1,5\n2020-02-01;2,25\n2020-03-01;3,75\n"
@@ -223,11 +223,13 @@ def test_a_windows_1252_file_is_read_with_a_warning(tmp_path) -> None:
         "id;Monat;Umsatz €\n".encode("cp1252")
         + b"".join(f"a;{i};{i % 5},5\n".encode("cp1252") for i in range(8))
     )
-    with pytest.warns(UserWarning, match="not UTF-8 text; read as Windows-1252"):
+    with pytest.warns(DataWarning, match="not UTF-8 text; read as Windows-1252") as caught:
         ds = load_csv(path, "Monat", "Umsatz €")
     np.testing.assert_array_equal(ds.y, [i % 5 + 0.5 for i in range(8)])
-    with pytest.warns(UserWarning, match="Windows-1252"):
+    with pytest.warns(UserWarning, match="Windows-1252") as caught_long:
         assert read_long(path, "id", y="Umsatz €")[0].train.y[1] == 1.5
+    # both readers place the warning at the caller's line (here), not inside prolas
+    assert caught[0].filename == caught_long[0].filename == __file__
 
 
 @pytest.mark.parametrize(

@@ -295,8 +295,9 @@ def test_extrapolation_split_matches_airline_files():
 
 def test_duplicate_x_loads_with_warning(tmp_path):
     p = write(tmp_path, "x,y\n1,1\n1,2\n2,3\n3,1\n4,5\n")
-    with pytest.warns(UserWarning, match="1 duplicate x"):
+    with pytest.warns(UserWarning, match="1 duplicate x") as caught:
         ds = load_csv(p)
+    assert caught[0].filename == __file__
     assert ds.n == 5
     np.testing.assert_array_equal(ds.x, [1, 1, 2, 3, 4])
 
@@ -326,3 +327,26 @@ def test_decimal_years_read_an_iterable_once_and_name_a_bad_value():
     )
     with pytest.raises(DataError, match=r"not a date: 'soon' \(value 2\)"):
         timestamps_to_decimal_years(d for d in ["2020-01-01", "soon"])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x,y\n" + "".join(f"{i},{i % 2 == 0}\n" for i in range(8)),  # bool dtype
+        "x,y\n" + "".join(f"{i},{'' if i == 3 else i % 2 == 0}\n" for i in range(8)),  # with a gap
+    ],
+)
+def test_a_true_false_column_is_refused_not_read_as_one_and_zero(tmp_path, text):
+    msg = load_error(write(tmp_path, text))
+    assert "column 'y' holds True/False values" in msg and "1/0" in msg
+    frame = pd.read_csv(write(tmp_path, text))
+    with pytest.raises(DataError, match="True/False"):
+        as_dataset(frame, x="x", y="y")
+
+
+def test_a_true_false_column_is_not_picked_for_x_or_y(tmp_path):
+    rows = "".join(
+        f"{i % 3 == 0},{'' if i == 4 else i % 2 == 0},{i},{(i * 7) % 5}\n" for i in range(8)
+    )
+    ds = load_csv(write(tmp_path, "holiday,promo,t,sales\n" + rows))
+    assert (ds.x_column, ds.y_column) == ("t", "sales")

@@ -294,3 +294,17 @@ def test_sigterm_stops_fit_many_and_its_workers(tmp_path) -> None:
     while _group_alive(child.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _group_alive(child.pid), "worker processes left running after SIGTERM"
+
+
+def test_a_true_false_value_column_is_refused_for_the_whole_file(tmp_path) -> None:
+    path = tmp_path / "long.csv"
+    rows = "".join(f"{s},{i},{i % 2 == 0}\n" for s in "ab" for i in range(8))
+    path.write_text("series,t,y\n" + rows)
+    with pytest.raises(DataError, match="column 'y' holds True/False values") as info:
+        read_long(path, "series", x="t", y="y")
+    assert "\n" not in str(info.value)
+    # with no column named, an indicator column is passed over for x and y
+    rows = "".join(f"{s},{i % 3 == 0},{i},{(i * 7) % 5}\n" for s in "ab" for i in range(8))
+    path.write_text("series,promo,t,sales\n" + rows)
+    first = read_long(path, "series")[0]
+    assert (first.train.x_column, first.train.y_column) == ("t", "sales")
