@@ -13,9 +13,19 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 LINES = 10  # a log gets about this many progress lines per bar
+
+
+class Progress(Protocol):
+    """What prolas calls on a progress display (tqdm's bar and :class:`LineProgress`)."""
+
+    def update(self, n: int = 1) -> Any: ...
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> Any: ...
+
+    def close(self) -> Any: ...
 
 
 class LineProgress:
@@ -49,7 +59,8 @@ class LineProgress:
     def line(self) -> str:
         """The current progress as one line."""
         share = f" ({100 * self.n / self.total:.0f} %)" if self.total > 0 else ""
-        units = self.unit if self.n == 1 else f"{self.unit}s"
+        plural = self.n != 1 and not self.unit.endswith("s")  # "1 fit", "2 fits", "2 series"
+        units = f"{self.unit}s" if plural else self.unit
         head = f"{self.desc}: " if self.desc else ""
         text = f"{head}{self.n}/{self.total} {units}{share}, {time.monotonic() - self.start:.0f} s"
         return f"{text}; {self.postfix}" if self.postfix else text
@@ -95,7 +106,7 @@ def progress_bar(
     initial: int = 0,
     shown: bool = True,
     **tqdm_kwargs: Any,
-):
+) -> Progress:
     """A progress display over ``total`` units: tqdm (``tqdm.auto``: a widget in a
     notebook, text in a terminal) where it can redraw, else a :class:`LineProgress`;
     with ``shown`` false, tqdm's disabled bar (every call a no-op)."""

@@ -34,6 +34,11 @@ def test_line_progress_counts_from_initial_and_names_one_unit() -> None:
     bar = LineProgress(4, unit="series", desc="series", initial=3, file=out)
     bar.close()  # nothing new since the start: no line
     assert out.getvalue() == ""
+    bar = LineProgress(4, unit="series", desc="series", initial=2, file=out)
+    bar.update(2)
+    assert out.getvalue().startswith("series: 4/4 series (100 %), ")  # not "seriess"
+    out.seek(0)
+    out.truncate()
     bar = LineProgress(1, unit="fit", file=out)
     bar.update(1)
     bar.close()
