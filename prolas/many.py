@@ -207,10 +207,14 @@ def _pick_columns(
     for flag, col in (("--id", id_column), ("--x", x), ("--y", y), ("--split", split)):
         if col is not None and col not in df.columns:
             raise DataError(f"{where}: column {col!r} ({flag}) not found; columns are {present}")
-    # an indicator (True/False) column is never picked for x or y, as in load_csv
-    others = [c for c in df.columns if c not in (id_column, split) and not is_boolean_column(df[c])]
+    others = [c for c in df.columns if c not in (id_column, split)]
+    # an indicator (True/False) column is never picked for x or y, as in load_csv; one
+    # named y or x is taken (and refused by read_long) like any column of that name
     usable = [
-        c for c in others if pd.api.types.is_numeric_dtype(df[c]) or _as_dates(df[c]) is not None
+        c
+        for c in others
+        if not is_boolean_column(df[c])
+        and (pd.api.types.is_numeric_dtype(df[c]) or _as_dates(df[c]) is not None)
     ]
     # as load_csv: columns named y and x are y and x; else the first two usable columns
     if y is None and "y" in others and x != "y":

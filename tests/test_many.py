@@ -303,6 +303,13 @@ def test_a_true_false_value_column_is_refused_for_the_whole_file(tmp_path) -> No
     with pytest.raises(DataError, match="column 'y' holds True/False values") as info:
         read_long(path, "series", x="t", y="y")
     assert "\n" not in str(info.value)
+    # a True/False column named y is still y, refused, not passed over for another column
+    path.write_text(
+        "series,t,y,other\n"
+        + "".join(f"{s},{i},{i % 2 == 0},{i * i}\n" for s in "ab" for i in range(8))
+    )
+    with pytest.raises(DataError, match="column 'y' holds True/False values"):
+        read_long(path, "series")
     # with no column named, an indicator column is passed over for x and y
     rows = "".join(f"{s},{i % 3 == 0},{i},{(i * 7) % 5}\n" for s in "ab" for i in range(8))
     path.write_text("series,promo,t,sales\n" + rows)
