@@ -20,7 +20,7 @@ from prolas.data import (
     load_csv,
     timestamps_to_decimal_years,
 )
-from prolas.errors import DataError, ProlasError
+from prolas.errors import DataError, DataWarning, ProlasError
 from prolas.expr import parse
 from prolas.gp import fit_gp, predict
 from prolas.records import Evaluation, SearchResult
@@ -135,7 +135,8 @@ def test_cli_forecasts_month_starts_after_a_missing_month(tmp_path, capsys, sep,
     out = tmp_path / "out"
     data = str(gap_month_csv(tmp_path, sep, decimal))
     argv = ["fit", data, *QUICK_CKS, "--dropna", "--horizon", "3", "--forecast", "best"]
-    code = main([*argv, "--out", str(out)])
+    with pytest.warns(DataWarning, match="dropped 1 row"):  # the missing month's row
+        code = main([*argv, "--out", str(out)])
     _, err = capsys.readouterr()
     assert code == 0, err
     assert "7 points" in err and "x='date', y='sales'" in err
