@@ -36,9 +36,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from search_goals import at_cks_time, merged_cells  # noqa: E402
 
+from prolas.bench.paired import RESAMPLES  # noqa: E402
 from prolas.bench.stats import TOL, cks_final_bic  # noqa: E402
-
-RESAMPLES = 10_000
 
 
 def margin_interval(
@@ -49,7 +48,8 @@ def margin_interval(
 
     A seed that finished no evaluation by CKS's time scores −inf; it is kept as a very
     bad seed (the mean is −inf) rather than dropped, since it is a search that had nothing
-    to show at that time.
+    to show at that time — why this is not :func:`prolas.bench.paired.bootstrap_interval`,
+    which drops non-finite values (and gives no ``p_meet``).
     """
     v = np.asarray(values, dtype=np.float64) - target
     if v.size == 0:

@@ -54,6 +54,19 @@ PER = {"kernel": "PER", "lengthscale": 1.0, "period": 1.0}
 LIN = {"kernel": "LIN", "offset": 1968.0}
 
 
+def _cp_fit(first: dict, second: dict, location: float, width: float, n: int):
+    """``CP(first, second)`` at unit variances from its parameters (no optimisation)."""
+    before, after = _cp(location, width)
+    return fit_from_params(
+        f"CP({first['kernel']}, {second['kernel']})",
+        [
+            {"variance": 1.0, "factors": [before, first]},
+            {"variance": 1.0, "factors": [after, second]},
+        ],
+        n,
+    )
+
+
 @pytest.fixture(scope="module")
 def cp_fit():
     torch.set_num_threads(1)
@@ -132,12 +145,7 @@ def test_planted_change_window_is_described_with_its_start_and_end(cw_fit):
     ],
 )
 def test_change_points_outside_the_data_are_said_so(location, expected):
-    before, after = _cp(location, 0.5)
-    fit = fit_from_params(
-        "CP(LIN, PER)",
-        [{"variance": 1.0, "factors": [before, LIN]}, {"variance": 1.0, "factors": [after, PER]}],
-        X.size,
-    )
+    fit = _cp_fit(LIN, PER, location, 0.5, X.size)
     lines = report.describe_fit(fit, _planted_cp())
     assert lines[0].startswith(expected), lines[0]
     if location == 1990.0:  # the data see the trend; forecasts after 1990 the cycle
@@ -204,12 +212,7 @@ def test_a_gradual_change_points_band_is_named_in_the_legend(cp_fit):
     import matplotlib.pyplot as plt
 
     ds, _ = cp_fit
-    before, after = _cp(1966.0, 0.5)
-    fit = fit_from_params(
-        "CP(PER, LIN)",
-        [{"variance": 1.0, "factors": [before, PER]}, {"variance": 1.0, "factors": [after, LIN]}],
-        ds.n,
-    )
+    fit = _cp_fit(PER, LIN, 1966.0, 0.5, ds.n)
     fig = report.fit_figure(fit, ds)
     try:
         texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
@@ -291,12 +294,7 @@ def test_plots_mark_windows_and_skip_changes_outside_the_axis(cw_fit, tmp_path):
     finally:
         plt.close(fig)
     # a change-point after the plotted range is not drawn
-    before, after = _cp(2010.0, 0.5)
-    far = fit_from_params(
-        "CP(LIN, PER)",
-        [{"variance": 1.0, "factors": [before, LIN]}, {"variance": 1.0, "factors": [after, PER]}],
-        ds.n,
-    )
+    far = _cp_fit(LIN, PER, 2010.0, 0.5, ds.n)
     fig = report.fit_figure(far, ds)
     try:
         assert not _vlines_at(fig.axes[0], 2010.0)
