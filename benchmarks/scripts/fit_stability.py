@@ -62,8 +62,9 @@ def _grid_points(series: str, data_dir: Path, max_points: int):
 
 
 def cmd_draw(args: argparse.Namespace) -> None:
-    """Seeded draw of ``--n`` (series, expression) pairs, as even as possible over series,
-    among the expressions each cache fitted successfully."""
+    """Seeded draw of ``--n`` (series, expression) pairs, as even as possible over series
+    (all of a series that has fewer), among the expressions each cache fitted successfully
+    (cold, unless ``--include-warm``; with ``--operator``, only those using it)."""
     from prolas.expr import parse
     from prolas.search.cache import cold_row
 
@@ -72,8 +73,10 @@ def cmd_draw(args: argparse.Namespace) -> None:
         exprs = set()
         for line in path.read_text().splitlines():
             record = json.loads(line)
-            if record["fit"]["status"] == "ok" and cold_row(record):
-                exprs.add(str(parse(record["expression"])))
+            if record["fit"]["status"] == "ok" and (args.include_warm or cold_row(record)):
+                expr = str(parse(record["expression"]))
+                if args.operator is None or f"{args.operator}(" in expr:
+                    exprs.add(expr)
         per_series[path.stem] = sorted(exprs)
     if args.series:
         per_series = {k: v for k, v in per_series.items() if k in args.series}
@@ -87,6 +90,7 @@ def cmd_draw(args: argparse.Namespace) -> None:
         counts[str(s)] += 1
     pairs = []
     for s in names:
+        counts[s] = min(counts[s], len(per_series[s]))  # all of a series that has fewer
         chosen = rng.choice(len(per_series[s]), size=counts[s], replace=False)
         pairs += [{"series": s, "expression": per_series[s][int(i)]} for i in sorted(chosen)]
     args.out.write_text(json.dumps(pairs, indent=1) + "\n")
@@ -237,6 +241,12 @@ def main() -> None:
     d.add_argument("--seed", type=int, default=40)
     d.add_argument("--series", nargs="*", help="draw from these series only")
     d.add_argument("--exclude", type=Path, help="a pairs file whose pairs are not drawn")
+    d.add_argument("--operator", help="draw only expressions with this operator (CP, CW)")
+    d.add_argument(
+        "--include-warm",
+        action="store_true",
+        help="also expressions the cache fitted only from other fits (nested starts)",
+    )
     d.add_argument("--out", type=Path, required=True)
     f = sub.add_parser("fit")
     f.add_argument("pairs", type=Path)
