@@ -66,6 +66,7 @@ from prolas.gp.split import ProcessSplit
 from prolas.gp.starts import (
     candidate_breaks,
     candidate_periods,
+    candidate_windows,
     embed_theta,
     inherit_theta,
     initial_thetas,
@@ -108,7 +109,9 @@ DTYPE = torch.float64
 #: came later without a new number: it changes only cold fits of such expressions, and
 #: fit caches key those apart (:mod:`prolas.search.cache`); every other fit of fitter 3
 #: is unchanged.)
-FIT_ALGORITHM = 3
+#: 4: change-window restarts and hops at the data's candidate windows
+#: (:func:`prolas.gp.starts.candidate_windows`; benchmarks/results/window_starts/).
+FIT_ALGORITHM = 4
 #: A fit's ``workers`` threads are used from this many points on. Below, the Python
 #: side of each evaluation is a large share of it and the threads queue for the GIL:
 #: two threads took 1.16-1.19 times as long as one on airline (144 points), and
@@ -462,15 +465,17 @@ def _hop_moves(
     a long series the full series' periods ``hints``, scaled units, first; periodogram
     peaks, a grid, beyond the span); a lengthscale, alpha, variance or the noise three and
     ten times larger or smaller; a change location or window start to the data's break
-    points and to a grid over the data; a LIN offset to a grid from half a span before the
-    data to half a span after, its term's variance rescaled so that ``v_t mean_n (t_n - c)^2``
-    stays as it was (otherwise every move of ``c`` would also change the term's size, and
-    look bad).
+    points and to a grid over the data, and a window (start and end) to each of the data's
+    candidate windows (:func:`candidate_windows`); a LIN offset to a grid from half a span
+    before the data to half a span after, its term's variance rescaled so that
+    ``v_t mean_n (t_n - c)^2`` stays as it was (otherwise every move of ``c`` would also
+    change the term's size, and look bad).
     """
     moves = []
-    breaks = periods = None
+    breaks = periods = windows = None
     scale = [math.log(v) for v in (1 / 10, 1 / 3, 3.0, 10.0)]
     variance_of = {p.term: k for k, p in enumerate(model.params) if p.name == "variance"}
+    end_of = {p.group: k for k, p in enumerate(model.params) if p.name == "end"}
 
     def spread(c: float) -> float:
         return float(np.mean((model.t - c) ** 2))
@@ -490,6 +495,16 @@ def _hop_moves(
             values = list(np.linspace(-0.5, 1.5, 9))
         else:
             continue
+        if p.name == "start":  # the whole window to each candidate window
+            if windows is None:
+                windows = candidate_windows(model.t, y)
+            e = end_of[p.group]
+            for a, b in windows:
+                th = theta.copy()
+                th[k] = min(max(a, p.lower), p.upper)
+                th[e] = min(max(b, model.params[e].lower), model.params[e].upper)
+                if max(abs(th[k] - theta[k]), abs(th[e] - theta[e])) > 0.05:
+                    moves.append((k, th))
         for v in values:
             th = theta.copy()
             th[k] = min(max(v, p.lower), p.upper)

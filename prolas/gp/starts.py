@@ -1,7 +1,8 @@
 """Where a fit starts: data-informed random restarts and starts from related fits.
 
 * :func:`initial_thetas`: R stratified random initialisations (periods from a Lomb-Scargle
-  periodogram, change locations at the data's candidate break points, lengthscales from
+  periodogram, change locations at the data's candidate break points, change windows at
+  its candidate windows, lengthscales from
   two sample spacings to the span, LIN offsets inside the data).
 * :func:`inherit_theta`: a start from a related fitted expression (the terms they share
   take its values; new terms start small).
@@ -30,6 +31,7 @@ __all__ = [
     "lomb_scargle",
     "candidate_breaks",
     "candidate_periods",
+    "candidate_windows",
     "change_locations",
     "collapsed_change_theta",
     "embed_theta",
@@ -37,6 +39,8 @@ __all__ = [
     "initial_thetas",
     "parameter_keys",
     "parameter_streams",
+    "window_ends",
+    "window_starts",
 ]
 
 
@@ -286,7 +290,11 @@ def initial_thetas(
     has_period = any(p.name == "period" for p in model.params)
     periods = candidate_periods(model.t, y, floor, hints=hints) if has_period else np.empty(0)
     n_hints = sum(1 for p in hints if p >= floor)  # the first entries of ``periods``
-    breaks = candidate_breaks(model.t, y) if any(p.group >= 0 for p in model.params) else None
+    breaks = (
+        candidate_breaks(model.t, y) if any(p.name == "location" for p in model.params) else None
+    )
+    has_window = any(p.name == "start" for p in model.params)
+    windows = candidate_windows(model.t, y) if has_window else None
     n_terms = len(model.terms)
     theta = np.empty((R, model.size))
 
@@ -310,10 +318,11 @@ def initial_thetas(
         if p.name == "location":
             theta[:, k] = change_locations(breaks, p.group, rng, uniform(0.05, 0.95))
         elif p.name == "start":
-            starts[p.group] = change_locations(breaks, p.group, rng, uniform(0.05, 0.8))
+            starts[p.group] = window_starts(windows, p.group, rng, uniform(0.05, 0.8))
             theta[:, k] = starts[p.group]
-        elif p.name == "end":
-            theta[:, k] = starts[p.group] + np.exp(logu(0.05, 0.5))  # duration in spans
+        elif p.name == "end":  # the candidate window's end, or a duration in spans
+            durations = np.exp(logu(0.05, 0.5))
+            theta[:, k] = window_ends(windows, p.group, rng, starts[p.group], durations)
         elif p.name == "width":
             theta[:, k] = logu(0.003, 0.05)
         elif p.name == "variance":
@@ -386,6 +395,102 @@ def change_locations(
     R = out.size
     idx = (np.arange(R) // 2 + group) % breaks.size
     out[0::2] = breaks[idx[0::2]] + rng.normal(0.0, 0.01, out[0::2].size)
+    return out
+
+
+def candidate_windows(t: np.ndarray, y: np.ndarray, k: int = 4, grid: int = 41) -> np.ndarray:
+    """``k x 2`` windows ``[a, b]`` (units of ``t``, best first) where the series most
+    likely holds another regime than outside: the starts of a change window.
+
+    Every window with both ends on a grid of ``grid`` points over the inner 90 % of the
+    range is scored by the Gaussian log-likelihood of a three-piece model: a straight line
+    inside with its own residual variance, and straight lines on the left and the right
+    outside sharing one residual variance (one outside regime, as ``CW`` has)::
+
+        score(a, b) = -n_in/2 log(RSS_in / n_in) - n_out/2 log((RSS_left + RSS_right) / n_out)
+
+    Changes of level, slope and noise inside the window all show. Each piece needs four
+    points, the inside and the outside each ``max(4, 3 %)`` of them. Windows are taken
+    best first, each at least four grid steps from every one taken at one end or the
+    other. Each piece's least-squares line comes from prefix sums, O(1) a window.
+    """
+    order = np.argsort(t, kind="stable")
+    t = np.asarray(t, dtype=np.float64)[order]
+    y = np.asarray(y, dtype=np.float64)[order]
+    n, lo, hi = t.size, float(t.min()), float(t.max())
+    points = np.linspace(0.05, 0.95, grid) * (hi - lo) + lo
+    cut = np.searchsorted(t, points)  # a window [points[i], points[j]) holds cut[i]:cut[j]
+    u = (t - t.mean()) / max(hi - lo, 1e-300)  # centred and scaled: sums without cancellation
+    floor = 1e-12 * max(float(np.var(y)), 1e-300)
+
+    def prefix(v: np.ndarray) -> np.ndarray:
+        return np.concatenate([[0.0], np.cumsum(v)])
+
+    sums = [prefix(v) for v in (np.ones(n), u, u * u, y, u * y, y * y)]
+
+    def rss(i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Residual sum of squares of a least-squares line on points ``i:j``, and their count."""
+        c, st, stt, sy, sty, syy = (s[j] - s[i] for s in sums)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cov_tt = stt - st * st / c
+            cov_ty = sty - st * sy / c
+            r = syy - sy * sy / c - np.where(cov_tt > 1e-12 * c, cov_ty**2 / cov_tt, 0.0)
+        return np.maximum(np.nan_to_num(r), 0.0), c
+
+    ii, jj = np.triu_indices(grid, k=1)
+    a, b = cut[ii], cut[jj]
+    rss_in, n_in = rss(a, b)
+    rss_left, n_left = rss(np.zeros_like(a), a)
+    rss_right, n_right = rss(b, np.full_like(b, n))
+    n_out = n_left + n_right
+    least = max(4, math.ceil(0.03 * n))
+    ok = (n_in >= least) & (n_out >= least) & (n_left >= 4) & (n_right >= 4)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = -0.5 * n_in * np.log(np.maximum(rss_in / n_in, floor)) - 0.5 * n_out * np.log(
+            np.maximum((rss_left + rss_right) / n_out, floor)
+        )
+    score = np.where(ok, score, -np.inf)
+    taken: list[int] = []
+    for w in np.argsort(-score, kind="stable"):
+        if not np.isfinite(score[w]) or len(taken) == k:
+            break
+        if all(max(abs(ii[w] - ii[v]), abs(jj[w] - jj[v])) >= 4 for v in taken):
+            taken.append(int(w))
+    if not taken:  # too few points for any window: the middle half
+        return np.array([[lo + 0.25 * (hi - lo), lo + 0.75 * (hi - lo)]])
+    return np.stack([points[ii[taken]], points[jj[taken]]], axis=1)
+
+
+def window_starts(
+    windows: np.ndarray | None, group: int, rng: np.random.Generator, spread: np.ndarray
+) -> np.ndarray:
+    """Initial change-window starts for ``R`` restarts: half at the candidate windows'
+    starts (:func:`candidate_windows`; cycling, later groups at later candidates, a little
+    jitter), the other half ``spread``. :func:`window_ends` gives the same half the
+    windows' ends."""
+    out = np.array(spread, dtype=np.float64)
+    if windows is None or windows.size == 0:
+        return out
+    idx = (np.arange(out.size) // 2 + group) % len(windows)
+    out[0::2] = windows[idx[0::2], 0] + rng.normal(0.0, 0.01, out[0::2].size)
+    return out
+
+
+def window_ends(
+    windows: np.ndarray | None,
+    group: int,
+    rng: np.random.Generator,
+    starts: np.ndarray,
+    durations: np.ndarray,
+) -> np.ndarray:
+    """Initial change-window ends for the restarts of :func:`window_starts`: the half that
+    starts at a candidate window ends at its end (a little jitter), the others
+    ``durations`` after their start."""
+    out = np.asarray(starts, dtype=np.float64) + durations
+    if windows is None or windows.size == 0:
+        return out
+    idx = (np.arange(out.size) // 2 + group) % len(windows)
+    out[0::2] = windows[idx[0::2], 1] + rng.normal(0.0, 0.01, out[0::2].size)
     return out
 
 

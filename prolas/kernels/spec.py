@@ -177,8 +177,11 @@ class Start:
     ``periodogram``     the strongest periodogram peaks, cycled across restarts
     ``break``           half the restarts at the data's candidate break points, the
                         other half ``U(low, high)``
-    ``after_start``     the change-window's start plus a log-uniform duration in
-                        ``[low, high]`` spans
+    ``window``          half the restarts at the starts of the data's candidate
+                        windows, the other half ``U(low, high)``
+    ``window_end``      the same half at those windows' ends, the other half the
+                        window's start plus a log-uniform duration in ``[low, high]``
+                        spans
     ==================  ================================================================
 
     Uniform draws are stratified over the restarts (:class:`StartSource`).
@@ -203,8 +206,10 @@ class Start:
             return source.periodogram(param)
         if self.rule == "break":
             return source.break_locations(param, source.uniform(self.low, self.high))
-        if self.rule == "after_start":
-            return source.start_of(param) + np.exp(source.log_uniform(self.low, self.high))
+        if self.rule == "window":
+            return source.window_starts(param, source.uniform(self.low, self.high))
+        if self.rule == "window_end":
+            return source.window_ends(param, np.exp(source.log_uniform(self.low, self.high)))
         raise ValueError(f"unknown start rule {self.rule!r}")
 
 
@@ -222,7 +227,9 @@ class StartSource(Protocol):
 
     def break_locations(self, param: Any, spread: np.ndarray) -> np.ndarray: ...
 
-    def start_of(self, param: Any) -> np.ndarray: ...
+    def window_starts(self, param: Any, spread: np.ndarray) -> np.ndarray: ...
+
+    def window_ends(self, param: Any, durations: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)

@@ -124,8 +124,8 @@ OPERATORS: dict[str, ChangeOperator] = {
         ChangeOperator(
             "CW",
             (
-                _place("start", 0.25, Start("break", 0.05, 0.8)),
-                _place("end", 0.75, Start("after_start", 0.05, 0.5)),
+                _place("start", 0.25, Start("window", 0.05, 0.8)),
+                _place("end", 0.75, Start("window_end", 0.05, 0.5)),
                 WIDTH,
             ),
             ("CW_OUTSIDE", "CW_INSIDE"),

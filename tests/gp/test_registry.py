@@ -41,9 +41,12 @@ from prolas.gp.scalable import _problem, refit_sgpr
 from prolas.gp.starts import (
     candidate_breaks,
     candidate_periods,
+    candidate_windows,
     change_locations,
     initial_thetas,
     parameter_streams,
+    window_ends,
+    window_starts,
 )
 from prolas.kernels import (
     BASE_KERNELS,
@@ -475,8 +478,9 @@ class _Draws:
     def __init__(self, model, y, floor, rng, R):
         self.rng, self.R = rng, R
         self.periods = candidate_periods(model.t, y, floor)
-        has_change = any(p.group >= 0 for p in model.params)
-        self.breaks = candidate_breaks(model.t, y) if has_change else None
+        names = {p.name for p in model.params}
+        self.breaks = candidate_breaks(model.t, y) if "location" in names else None
+        self.windows = candidate_windows(model.t, y) if "start" in names else None
         self.shortest_lengthscale = min(0.02, max(floor, 1e-3))
         self.floor = floor
         self.per_index: dict[tuple[int, int], int] = {}
@@ -501,8 +505,12 @@ class _Draws:
         self.starts[p.group] = change_locations(self.breaks, p.group, self.rng, spread)
         return self.starts[p.group]
 
-    def start_of(self, p):
+    def window_starts(self, p, spread):
+        self.starts[p.group] = window_starts(self.windows, p.group, self.rng, spread)
         return self.starts[p.group]
+
+    def window_ends(self, p, durations):
+        return window_ends(self.windows, p.group, self.rng, self.starts[p.group], durations)
 
 
 @pytest.mark.parametrize(
