@@ -14,7 +14,13 @@ from prolas.bench.cells import load_series, thin
 from prolas.expr import parse
 from prolas.gp.fit import _hop_moves
 from prolas.gp.gram import GramModel
-from prolas.gp.starts import candidate_periods, initial_thetas, lomb_scargle, parameter_keys
+from prolas.gp.starts import (
+    candidate_periods,
+    candidate_windows,
+    initial_thetas,
+    lomb_scargle,
+    parameter_keys,
+)
 
 
 def test_lomb_scargle_equals_scipys() -> None:
@@ -113,6 +119,75 @@ def test_hop_moves_keep_a_lin_terms_size_and_stay_in_the_box() -> None:
         after = math.exp(th[v]) * np.mean((t - th[k]) ** 2)
         if lo[v] < th[v] < hi[v]:
             assert after == pytest.approx(before, rel=1e-12)
+
+
+def _window_series(kind: str, a: float, b: float, n: int = 300, seed: int = 0):
+    """``n`` points on [0, 1] with another regime inside ``[a, b]``: a quiet stretch
+    (noise 1 outside, 0.1 inside), or a level shift of 2 (noise 0.2)."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0.0, 1.0, n)
+    inside = (t >= a) & (t < b)
+    if kind == "quiet":
+        y = rng.normal(0.0, 1.0, n) * np.where(inside, 0.1, 1.0)
+    else:
+        y = rng.normal(0.0, 0.2, n) + np.where(inside, 2.0, 0.0)
+    return t, y
+
+
+@pytest.mark.parametrize(
+    ("kind", "a", "b"),
+    [("quiet", 0.3, 0.55), ("quiet", 0.1, 0.4), ("level", 0.6, 0.8), ("level", 0.12, 0.3)],
+)
+def test_a_planted_window_is_the_first_candidate(kind: str, a: float, b: float) -> None:
+    """A stretch of another regime, quieter or at another level, is the best candidate
+    window to within one grid step (0.0225 spans) at both ends, also when it starts near
+    the data's beginning, where a two-piece break scan ranks the window's end first."""
+    t, y = _window_series(kind, a, b)
+    (start, end), *rest = candidate_windows(t, y)
+    assert start == pytest.approx(a, abs=0.0225) and end == pytest.approx(b, abs=0.0225)
+    assert all(lo < hi for lo, hi in rest)
+
+
+def test_candidate_windows_are_affine_equivariant_and_apart() -> None:
+    """Moving and scaling t moves and scales the windows; rescaling y leaves them; the
+    windows are distinct at one end or the other by at least four grid steps."""
+    t, y = _window_series("quiet", 0.3, 0.55, seed=4)
+    windows = candidate_windows(t, y)
+    moved = candidate_windows(5.0 * t + 1900.0, 3.0 * y - 7.0)
+    np.testing.assert_allclose(moved, 5.0 * windows + 1900.0, rtol=1e-12)
+    assert len(windows) == 4 and np.all(windows[:, 0] < windows[:, 1])
+    step = 0.9 / 40
+    for i in range(len(windows)):
+        for j in range(i):
+            assert np.max(np.abs(windows[i] - windows[j])) >= 4 * step - 1e-9
+
+
+@pytest.mark.parametrize("n", [3, 8, 30])
+def test_a_handful_of_points_gets_a_finite_window(n: int) -> None:
+    t = np.linspace(0.0, 1.0, n)
+    windows = candidate_windows(t, np.sin(7.0 * t))
+    assert windows.shape[1] == 2 and np.all(np.isfinite(windows))
+    assert np.all((windows >= 0.0) & (windows <= 1.0)) and np.all(windows[:, 0] < windows[:, 1])
+
+
+def test_change_window_restarts_and_hops_start_at_the_candidate_windows() -> None:
+    """Half a window's restarts start at the candidate windows (start and end, cycled, a
+    little jitter); the hops move start and end together to each candidate window."""
+    t, y = _window_series("quiet", 0.3, 0.55, n=120)
+    model = GramModel(parse("CW(SE, C)"), t, 2 / 119, 1 / 119)
+    k_start, k_end = (
+        next(k for k, p in enumerate(model.params) if p.name == name) for name in ("start", "end")
+    )
+    windows = candidate_windows(t, y)
+    theta = initial_thetas(model, y, 2 / 119, (3,), 8)
+    idx = np.arange(8)[0::2] // 2 % len(windows)
+    np.testing.assert_allclose(theta[0::2, k_start], windows[idx, 0], atol=0.05)
+    np.testing.assert_allclose(theta[0::2, k_end], windows[idx, 1], atol=0.05)
+    assert np.all(theta[:, k_end] > theta[:, k_start])
+    far = theta[0].copy()
+    far[k_start], far[k_end] = 1.2, 1.24  # a window beyond the data: a nested start
+    joint = [th for k, th in _hop_moves(model, far, y) if k == k_start and th[k_end] != far[k_end]]
+    np.testing.assert_allclose(np.array([[th[k_start], th[k_end]] for th in joint]), windows)
 
 
 @pytest.mark.parametrize(
